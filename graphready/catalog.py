@@ -1,0 +1,134 @@
+"""The rule catalog: one TOML entry per rule code under the top-level `rules/` folder.
+
+The catalog is the single source of truth for a rule's name, default severity and docs; the
+`graphready rules` command, SARIF rule metadata and the example tests are all generated from it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graphready.findings import Severity
+
+EXPECT_MARKER = re.compile(r"#\s*expect:\s*(?P<codes>GR\d{3}(?:\s*,\s*GR\d{3})*)")
+
+
+class CatalogError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Example:
+    code: str
+    title: str = ""
+    filename: str = "example.py"
+    config: dict = field(default_factory=dict)
+
+    def expected(self) -> set[tuple[int, str]]:
+        """(line, rule) pairs marked with `# expect: GRxxx` in a bad example."""
+        marks: set[tuple[int, str]] = set()
+        for lineno, text in enumerate(self.code.splitlines(), start=1):
+            match = EXPECT_MARKER.search(text)
+            if match:
+                for code in match.group("codes").split(","):
+                    marks.add((lineno, code.strip()))
+        return marks
+
+    def display_code(self) -> str:
+        """The example as shown in docs: markers become a plain pointer comment."""
+        return EXPECT_MARKER.sub(lambda m: f"# <- {m.group('codes')}", self.code).rstrip() + "\n"
+
+
+@dataclass(frozen=True)
+class RuleDoc:
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+    what: str
+    why: str
+    fix: str
+    kind: str  # "lint" (GR, runs on source) or "check" (GD, found by the dynamic harness)
+    bad: tuple[Example, ...]
+    good: tuple[Example, ...]
+    see_also: tuple[str, ...] = ()
+
+    def markdown(self) -> str:
+        parts = [f"# {self.code} {self.name} [{self.severity.label}]", "", self.summary, ""]
+        parts += ["## What it does", "", self.what.strip(), "", "## Why is this bad?", "", self.why.strip(), ""]
+        for heading, examples in (("Example", self.bad), ("Use instead", self.good)):
+            if not examples:
+                continue
+            parts += [f"## {heading}", ""]
+            for ex in examples:
+                if ex.title:
+                    parts += [f"{ex.title}:", ""]
+                lang = "cuda" if ex.filename.endswith((".cu", ".cuh")) else "python"
+                parts += [f"```{lang}", ex.display_code().rstrip(), "```", ""]
+        parts += ["## Fix", "", self.fix.strip(), ""]
+        if self.see_also:
+            parts += ["## See also", "", ", ".join(self.see_also), ""]
+        return "\n".join(parts)
+
+
+def catalog_dir() -> Path:
+    """`rules/` in a source checkout, `graphready/_catalog` in an installed wheel."""
+    installed = Path(__file__).with_name("_catalog")
+    if installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parents[1] / "rules"
+
+
+def _examples(entries: list, code: str, key: str) -> tuple[Example, ...]:
+    out = []
+    for entry in entries:
+        if "code" not in entry:
+            raise CatalogError(f"{code}: every [[{key}]] entry needs a 'code' field")
+        out.append(
+            Example(
+                code=entry["code"],
+                title=entry.get("title", ""),
+                filename=entry.get("filename", "example.py"),
+                config=entry.get("config", {}),
+            )
+        )
+    return tuple(out)
+
+
+def parse_rule(path: Path) -> RuleDoc:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{path.name}: {exc}") from None
+    try:
+        code = data["code"]
+        return RuleDoc(
+            code=code,
+            name=data["name"],
+            severity=Severity.parse(data["severity"]),
+            summary=data["summary"],
+            what=data["what"],
+            why=data["why"],
+            fix=data["fix"],
+            kind=data.get("kind", "lint"),
+            bad=_examples(data.get("bad", []), code, "bad"),
+            good=_examples(data.get("good", []), code, "good"),
+            see_also=tuple(data.get("see_also", [])),
+        )
+    except KeyError as exc:
+        raise CatalogError(f"{path.name}: missing field {exc.args[0]!r}") from None
+
+
+@functools.cache
+def load_catalog() -> dict[str, RuleDoc]:
+    rules = {}
+    for path in sorted(catalog_dir().glob("*.toml")):
+        doc = parse_rule(path)
+        if doc.code != path.stem:
+            raise CatalogError(f"{path.name}: code {doc.code} does not match the file name")
+        rules[doc.code] = doc
+    return rules
