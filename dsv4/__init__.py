@@ -1,0 +1,1 @@
+"""DeepSeek-V4 decode: config, quantized weight formats, checkpoint loading and a graph-ready model."""
