@@ -1,0 +1,125 @@
+"""`--format text`: ruff-like lines for people, coloured on a terminal and plain in a pipe or a log."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from graphready.findings import Finding, Severity
+from graphready.output.source import SourceCache
+from graphready.output.units import UNIT_COLUMNS, unit_cells
+
+SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+TAB_SIZE = 8
+
+
+def render(
+    findings: list[Finding],
+    summary: dict,
+    *,
+    tool: str,
+    units: list[dict] | None = None,
+    root: Path | None = None,
+    show_chain: bool = False,
+    statistics: bool = False,
+) -> str:
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        force_terminal=sys.stdout.isatty(),
+        width=shutil.get_terminal_size((120, 24)).columns,
+        highlight=False,
+    )
+    sources = SourceCache(root)
+    for finding in sorted(findings, key=Finding.sort_key):
+        _print_finding(console, finding, sources, show_chain)
+    if units:
+        console.print(_units_table(units))
+    if statistics and findings:
+        console.print(_statistics_table(findings))
+    console.print(summary_line(summary, tool), soft_wrap=True)
+    return buffer.getvalue()
+
+
+def _print_finding(console: Console, finding: Finding, sources: SourceCache, show_chain: bool) -> None:
+    dim = "dim" if finding.baselined else ""
+    head = Text(style=dim)
+    head.append(f"{finding.path}:{finding.line}:{finding.column + 1}: ", style="bold")
+    head.append(finding.rule, style="bold magenta")
+    head.append(" ")
+    head.append(f"[{finding.severity.label}]", style=SEVERITY_STYLE[finding.severity])
+    head.append(f" {finding.message}")
+    if finding.unit:
+        head.append(f" (unit {finding.unit})", style="italic")
+    if finding.baselined:
+        head.append(" (baseline)", style="italic")
+    console.print(head, soft_wrap=True)
+
+    source = sources.line(finding.path, finding.line)
+    if source is not None:
+        gutter = f"{finding.line:>5} | "
+        console.print(Text(gutter + source.expandtabs(TAB_SIZE), style=dim), soft_wrap=True)
+        console.print(Text(" " * (len(gutter) - 2) + "| " + _caret(finding, source), style="bold red"),
+                      soft_wrap=True)
+    if show_chain and finding.hot_chain:
+        console.print(Text("      = hot chain: " + " -> ".join(finding.hot_chain), style=dim or "blue"),
+                      soft_wrap=True)
+    console.print()
+
+
+def _caret(finding: Finding, source: str) -> str:
+    """`^^^` under the finding's span; to the end of the line when it spans several lines."""
+    start = len(source[: finding.column].expandtabs(TAB_SIZE))
+    if finding.end_line == finding.line and finding.end_column > finding.column:
+        stop = len(source[: finding.end_column].expandtabs(TAB_SIZE))
+    else:
+        stop = len(source.expandtabs(TAB_SIZE))
+    return " " * start + "^" * max(1, stop - start)
+
+
+def _units_table(units: list[dict]) -> Table:
+    table = Table(title="Units", title_justify="left")
+    for column in UNIT_COLUMNS:
+        text_column = column in ("unit", "status", "capture")
+        table.add_column(column, justify="left" if text_column else "right", overflow="fold")
+    for unit in units:
+        table.add_row(*unit_cells(unit))
+    return table
+
+
+def _statistics_table(findings: list[Finding]) -> Table:
+    counts: dict[str, list] = {}
+    for finding in findings:
+        row = counts.setdefault(finding.rule, [finding.name, finding.severity, 0, 0])
+        row[2] += 1
+        row[3] += finding.baselined
+    table = Table(title="Statistics", title_justify="left")
+    for column in ("rule", "name", "severity", "count", "baselined"):
+        table.add_column(column, justify="right" if column in ("count", "baselined") else "left")
+    for rule, (name, severity, count, baselined) in sorted(counts.items(), key=lambda kv: (-kv[1][2], kv[0])):
+        table.add_row(rule, name, Text(severity.label, style=SEVERITY_STYLE[severity]), str(count), str(baselined))
+    return table
+
+
+def summary_line(summary: dict, tool: str) -> Text:
+    total = summary.get("total", 0)
+    if total == 0:
+        return Text(f"graphready {tool}: all clear, no findings.", style="bold green")
+    by_severity = summary.get("by_severity", {})
+    parts = [f"{by_severity.get(s.label, 0)} {s.label}" for s in sorted(Severity, reverse=True)
+             if by_severity.get(s.label)]
+    files = summary.get("files_with_findings", 0)
+    text = (f"graphready {tool}: {total} finding{'s' * (total != 1)} ({', '.join(parts)}) "
+            f"in {files} file{'s' * (files != 1)}")
+    if summary.get("baselined"):
+        text += f"; {summary['baselined']} in the baseline"
+    failing = summary.get("failing", 0)
+    fail_on = summary.get("fail_on", "error")
+    text += f"; {failing} failing (fail-on: {fail_on})." if failing else f"; none failing (fail-on: {fail_on})."
+    return Text(text, style="bold red" if failing else "bold yellow")
