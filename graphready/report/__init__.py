@@ -1,0 +1,1 @@
+"""`graphready report`: one triage report (HTML, Markdown) from lint and check results."""

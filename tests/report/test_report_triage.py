@@ -1,0 +1,59 @@
+from graphready.catalog import load_catalog
+from graphready.findings import Evidence
+from graphready.report.baseline import load_baseline
+from graphready.report.inputs import load_result
+from graphready.report.triage import build_triage
+
+
+def triage_of(results, baseline=True):
+    docs = [load_result(results["lint"]), load_result(results["check"])]
+    keys = load_baseline(results["baseline"]) if baseline else None
+    return build_triage(docs, results["root"], baseline=keys, baseline_path=results["baseline"] if baseline else None)
+
+
+def test_findings_are_grouped_by_rule_with_the_catalog_summary_and_fix(results):
+    triage = triage_of(results)
+    causes = {cause.rule: cause for cause in triage.causes}
+    assert set(causes) == {"GR101", "GD201"}
+    doc = load_catalog()["GR101"]
+    assert causes["GR101"].summary == doc.summary
+    assert causes["GR101"].fix == " ".join(doc.fix.split())
+    assert len(causes["GR101"].items) == 2 and triage.total == 3
+    assert triage.causes[0].rule == "GR101"  # the biggest group of the most severe rules first
+
+
+def test_evidence_comes_from_the_inputs_or_the_finding_s_own_tool(results):
+    triage = triage_of(results)
+    evidence = {(i.finding.rule, i.finding.line): i.evidence for c in triage.causes for i in c.items}
+    assert evidence == {("GR101", 7): Evidence.CONFIRMED, ("GR101", 8): Evidence.STATIC,
+                        ("GD201", 7): Evidence.DYNAMIC}
+    assert triage.evidence_counts == {Evidence.CONFIRMED: 1, Evidence.STATIC: 1, Evidence.DYNAMIC: 1}
+
+
+def test_baseline_splits_new_from_known_and_lists_what_was_fixed(results):
+    triage = triage_of(results)
+    assert sorted(f.fingerprint for f in triage.new) == ["fp-capture", "fp-sync"]
+    assert triage.fixed == [{"path": "pkg/gone.py", "rule": "GR101", "fingerprint": "fp-gone"}]
+    states = {i.finding.fingerprint: i.state for c in triage.causes for i in c.items}
+    assert states == {"fp-sync": "new", "fp-old": "baseline", "fp-capture": "new"}
+    gr101 = next(c for c in triage.causes if c.rule == "GR101")
+    assert [i.state for i in gr101.items] == ["new", "baseline"]  # new debt first
+
+
+def test_without_a_baseline_nothing_is_called_new(results):
+    triage = triage_of(results, baseline=False)
+    assert triage.new == [] and triage.fixed == []
+    assert {i.state for c in triage.causes for i in c.items} == {""}
+
+
+def test_snippets_frame_the_finding_and_units_are_collected(results):
+    triage = triage_of(results)
+    item = next(i for c in triage.causes for i in c.items if i.finding.fingerprint == "fp-sync")
+    assert [n for n, _ in item.snippet] == [5, 6, 7, 8]
+    assert item.snippet[2][1].strip() == "peak = x.abs().max().item()"
+    assert [u["name"] for u in triage.units][:2] == ["layers.0.attn", "layers.0.mhc_post"]
+
+
+def test_the_same_results_given_twice_are_reported_once(results):
+    docs = [load_result(results["lint"]), load_result(results["lint"])]
+    assert build_triage(docs, results["root"]).total == 2
