@@ -1,0 +1,216 @@
+"""The tensors a DeepSeek-V4 checkpoint holds (derived from the config) and their names on disk.
+
+Loaded weights are keyed by the OFFICIAL names (``deepseek-ai`` release, spec section 7). Linear layers are
+keyed without a ``.weight`` suffix and hold a ``QuantizedWeight``; routed experts are one stacked entry per
+projection (``layers.{i}.ffn.experts.w1``, ``[E, out, in]``). Everything else is a plain tensor under its full
+name (``...q_norm.weight``, ``...compressor.ape``, ``hc_head_fn``).
+
+Official name (per layer, prefix ``layers.{i}.``) -> HF / NVIDIA NVFP4 release name (prefix ``model.layers.{i}.``),
+as used in the engineering log. [GUESS] marks names not seen in the log or spec.
+
+=================================  =================================================
+official                           HF / NVFP4
+=================================  =================================================
+embed.weight                       model.embed_tokens.weight
+head.weight                        lm_head.weight
+norm.weight                        model.norm.weight
+hc_head_fn / _base / _scale        model.hc_head.hc_fn / hc_base / hc_scale
+hc_attn_fn / _base / _scale        attn_hc.fn / base / scale
+hc_ffn_fn / _base / _scale         ffn_hc.fn / base / scale
+attn_norm.weight                   input_layernorm.weight
+ffn_norm.weight                    post_attention_layernorm.weight
+attn.wq_a                          self_attn.q_a_proj
+attn.q_norm.weight                 self_attn.q_a_norm.weight
+attn.wq_b                          self_attn.q_b_proj
+attn.wkv                           self_attn.kv_proj
+attn.kv_norm.weight                self_attn.kv_norm.weight
+attn.wo_a / attn.wo_b              self_attn.o_a_proj / o_b_proj
+attn.attn_sink                     self_attn.sinks  [GUESS]
+attn.compressor.wkv / wgate        self_attn.compressor.kv_proj / gate_proj
+attn.compressor.ape                self_attn.compressor.position_bias
+attn.compressor.norm.weight        self_attn.compressor.kv_norm.weight
+attn.indexer.wq_b                  self_attn.compressor.indexer.q_b_proj
+attn.indexer.weights_proj          self_attn.compressor.indexer.weights_proj
+attn.indexer.compressor.wkv/wgate  self_attn.compressor.indexer.kv_proj / gate_proj
+attn.indexer.compressor.ape        self_attn.compressor.indexer.position_bias
+attn.indexer.compressor.norm.w..   self_attn.compressor.indexer.kv_norm.weight
+ffn.gate.weight                    mlp.gate.weight
+ffn.gate.bias                      mlp.gate.e_score_correction_bias
+ffn.gate.tid2eid                   mlp.gate.tid2eid
+ffn.experts.{e}.w1 / w3 / w2       mlp.experts.{e}.gate_proj / up_proj / down_proj
+ffn.shared_experts.w1 / w3 / w2    mlp.shared_experts.gate_proj / up_proj / down_proj
+=================================  =================================================
+
+Quantized linears store components under suffixes of the module name, whichever scheme:
+BF16 ``.weight``; FP8 ``.weight`` + ``.scale`` (official; HF-style files may say ``.weight_scale_inv`` or
+``.weight_scale`` [GUESS for the NVFP4 release]); MXFP4 ``.weight`` + ``.scale``; NVFP4 ``.weight`` +
+``.weight_scale`` + ``.weight_scale_2`` (+ ``.input_scale``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from dsv4.config import DSV4Config
+
+GLOBAL_HF = {
+    "embed.weight": "model.embed_tokens.weight",
+    "head.weight": "lm_head.weight",
+    "norm.weight": "model.norm.weight",
+    "hc_head_fn": "model.hc_head.hc_fn",
+    "hc_head_base": "model.hc_head.hc_base",
+    "hc_head_scale": "model.hc_head.hc_scale",
+}
+LAYER_HF = {
+    "hc_attn_fn": "attn_hc.fn", "hc_attn_base": "attn_hc.base", "hc_attn_scale": "attn_hc.scale",
+    "hc_ffn_fn": "ffn_hc.fn", "hc_ffn_base": "ffn_hc.base", "hc_ffn_scale": "ffn_hc.scale",
+    "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "attn.wq_a": "self_attn.q_a_proj",
+    "attn.q_norm.weight": "self_attn.q_a_norm.weight",
+    "attn.wq_b": "self_attn.q_b_proj",
+    "attn.wkv": "self_attn.kv_proj",
+    "attn.kv_norm.weight": "self_attn.kv_norm.weight",
+    "attn.wo_a": "self_attn.o_a_proj",
+    "attn.wo_b": "self_attn.o_b_proj",
+    "attn.attn_sink": "self_attn.sinks",
+    "attn.compressor.wkv": "self_attn.compressor.kv_proj",
+    "attn.compressor.wgate": "self_attn.compressor.gate_proj",
+    "attn.compressor.ape": "self_attn.compressor.position_bias",
+    "attn.compressor.norm.weight": "self_attn.compressor.kv_norm.weight",
+    "attn.indexer.wq_b": "self_attn.compressor.indexer.q_b_proj",
+    "attn.indexer.weights_proj": "self_attn.compressor.indexer.weights_proj",
+    "attn.indexer.compressor.wkv": "self_attn.compressor.indexer.kv_proj",
+    "attn.indexer.compressor.wgate": "self_attn.compressor.indexer.gate_proj",
+    "attn.indexer.compressor.ape": "self_attn.compressor.indexer.position_bias",
+    "attn.indexer.compressor.norm.weight": "self_attn.compressor.indexer.kv_norm.weight",
+    "ffn.gate.weight": "mlp.gate.weight",
+    "ffn.gate.bias": "mlp.gate.e_score_correction_bias",
+    "ffn.gate.tid2eid": "mlp.gate.tid2eid",
+    "ffn.shared_experts.w1": "mlp.shared_experts.gate_proj",
+    "ffn.shared_experts.w3": "mlp.shared_experts.up_proj",
+    "ffn.shared_experts.w2": "mlp.shared_experts.down_proj",
+}
+EXPERT_HF = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
+SCHEMES = ("official", "hf")
+
+F32, BF16 = (torch.float32,), (torch.bfloat16,)
+NORM_DTYPES = (torch.bfloat16, torch.float32)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One entry of a loaded checkpoint.
+
+    kind: ``linear`` (a QuantizedWeight of logical shape [out, in]), ``experts`` (one stacked QuantizedWeight
+    [E, out, in] from E per-expert linears), ``dense`` (a plain BF16 matrix that a release may store quantized;
+    dequantized on load), or ``tensor`` (plain, dtype one of ``dtypes``).
+    role picks the synthetic format: ``attn`` and ``shared`` linears are FP8 in the releases, ``expert`` FP4,
+    ``plain`` BF16. init says how synth draws it.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    kind: str
+    dtypes: tuple[torch.dtype, ...] = BF16
+    role: str = "plain"
+    init: str = "linear"
+
+    @property
+    def layer(self) -> int | None:
+        return int(self.name.split(".")[1]) if self.name.startswith("layers.") else None
+
+
+def global_specs(c: DSV4Config) -> list[TensorSpec]:
+    d, hc = c.hidden_size, c.hc_mult
+    return [
+        TensorSpec("embed.weight", (c.vocab_size, d), "dense", init="embed"),
+        TensorSpec("norm.weight", (d,), "tensor", NORM_DTYPES, init="ones"),
+        TensorSpec("hc_head_fn", (hc, hc * d), "tensor", F32, init="hc_fn"),
+        TensorSpec("hc_head_base", (hc,), "tensor", F32, init="small"),
+        TensorSpec("hc_head_scale", (1,), "tensor", F32, init="hc_scale"),
+        TensorSpec("head.weight", (c.vocab_size, d), "dense"),
+    ]
+
+
+def _compressor(p: str, c: DSV4Config, width: int, ratio: int, role: str) -> list[TensorSpec]:
+    d, cols = c.hidden_size, (2 if ratio == 4 else 1) * width
+    return [
+        TensorSpec(f"{p}.wkv", (cols, d), "linear", role=role),
+        TensorSpec(f"{p}.wgate", (cols, d), "linear", role=role),
+        TensorSpec(f"{p}.ape", (ratio, cols), "tensor", F32, init="small"),
+        TensorSpec(f"{p}.norm.weight", (width,), "tensor", NORM_DTYPES, init="ones"),
+    ]
+
+
+def layer_specs(c: DSV4Config, i: int) -> list[TensorSpec]:
+    """Every tensor of decoder layer ``i`` (0 <= i < num_hidden_layers; the MTP layer is not loaded)."""
+    if not 0 <= i < c.num_hidden_layers:
+        raise IndexError(f"layer {i} out of range 0..{c.num_hidden_layers - 1}")
+    p, d, hd, h, g = f"layers.{i}", c.hidden_size, c.head_dim, c.num_attention_heads, c.o_groups
+    mix, e, inter = c.hc_mix_dim, c.n_routed_experts, c.moe_intermediate_size
+    s = []
+    for site in ("attn", "ffn"):
+        s += [TensorSpec(f"{p}.hc_{site}_fn", (mix, c.hc_dim), "tensor", F32, init="hc_fn"),
+              TensorSpec(f"{p}.hc_{site}_base", (mix,), "tensor", F32, init="small"),
+              TensorSpec(f"{p}.hc_{site}_scale", (3,), "tensor", F32, init="hc_scale")]
+    s += [
+        TensorSpec(f"{p}.attn_norm.weight", (d,), "tensor", NORM_DTYPES, init="ones"),
+        TensorSpec(f"{p}.ffn_norm.weight", (d,), "tensor", NORM_DTYPES, init="ones"),
+        TensorSpec(f"{p}.attn.wq_a", (c.q_lora_rank, d), "linear", role="attn"),
+        TensorSpec(f"{p}.attn.q_norm.weight", (c.q_lora_rank,), "tensor", NORM_DTYPES, init="ones"),
+        TensorSpec(f"{p}.attn.wq_b", (h * hd, c.q_lora_rank), "linear", role="attn"),
+        TensorSpec(f"{p}.attn.wkv", (hd, d), "linear", role="attn"),
+        TensorSpec(f"{p}.attn.kv_norm.weight", (hd,), "tensor", NORM_DTYPES, init="ones"),
+        TensorSpec(f"{p}.attn.wo_a", (g * c.o_lora_rank, (h // g) * hd), "linear", role="attn"),
+        TensorSpec(f"{p}.attn.wo_b", (d, g * c.o_lora_rank), "linear", role="attn"),
+        TensorSpec(f"{p}.attn.attn_sink", (h,), "tensor", F32, init="small"),
+    ]
+    ratio = c.compress_ratios[i]
+    if ratio:
+        s += _compressor(f"{p}.attn.compressor", c, hd, ratio, "plain")
+    if ratio == 4:
+        s += [TensorSpec(f"{p}.attn.indexer.wq_b", (c.index_n_heads * c.index_head_dim, c.q_lora_rank), "linear",
+                         role="attn"),
+              TensorSpec(f"{p}.attn.indexer.weights_proj", (c.index_n_heads, d), "linear")]
+        s += _compressor(f"{p}.attn.indexer.compressor", c, c.index_head_dim, 4, "plain")
+    s.append(TensorSpec(f"{p}.ffn.gate.weight", (e, d), "dense"))
+    if c.is_hash_layer(i):
+        s.append(TensorSpec(f"{p}.ffn.gate.tid2eid", (c.vocab_size, c.num_experts_per_tok), "tensor",
+                            (torch.int32, torch.int64), init="tid2eid"))
+    else:
+        s.append(TensorSpec(f"{p}.ffn.gate.bias", (e,), "tensor", F32, init="small"))
+    s += [TensorSpec(f"{p}.ffn.experts.w1", (e, inter, d), "experts", role="expert"),
+          TensorSpec(f"{p}.ffn.experts.w3", (e, inter, d), "experts", role="expert"),
+          TensorSpec(f"{p}.ffn.experts.w2", (e, d, inter), "experts", role="expert")]
+    si = c.n_shared_experts * inter
+    s += [TensorSpec(f"{p}.ffn.shared_experts.w1", (si, d), "linear", role="shared"),
+          TensorSpec(f"{p}.ffn.shared_experts.w3", (si, d), "linear", role="shared"),
+          TensorSpec(f"{p}.ffn.shared_experts.w2", (d, si), "linear", role="shared")]
+    return s
+
+
+def disk_name(official: str, scheme: str) -> str:
+    """On-disk name (or module base, for linears) of an official name in ``scheme`` ("official" or "hf")."""
+    if scheme == "official":
+        return official
+    if official in GLOBAL_HF:
+        return GLOBAL_HF[official]
+    _, i, local = official.split(".", 2)
+    return f"model.layers.{i}.{LAYER_HF[local]}"
+
+
+def expert_disk_base(stacked: str, e: int, scheme: str) -> str:
+    """Module base of expert ``e`` of a stacked entry such as ``layers.3.ffn.experts.w1``."""
+    head, proj = stacked.rsplit(".", 1)
+    if scheme == "official":
+        return f"{head}.{e}.{proj}"
+    i = head.split(".")[1]
+    return f"model.layers.{i}.mlp.experts.{e}.{EXPERT_HF[proj]}"
+
+
+def detect_scheme(names) -> str:
+    """"hf" when the checkpoint uses ``model.``-prefixed names, else "official"."""
+    return "hf" if any(n.startswith("model.") for n in names) else "official"
