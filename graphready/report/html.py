@@ -50,8 +50,9 @@ col.name { width: 34%; }
 .ev-dynamic { background: #fbefff; color: #6e40c9; border-color: #e8d5ff; }
 .st-new { background: #cf222e; color: #fff; }
 .st-baseline { background: #eff1f3; color: #59636e; border-color: #d0d7de; }
-.status-ok { color: #1a7f37; font-weight: 600; }
-.status-error, .status-failed, .status-fail { color: #cf222e; font-weight: 600; }
+.status-pass { color: #1a7f37; font-weight: 600; }
+.status-fail { color: #bc4c00; font-weight: 600; }
+.status-error { color: #cf222e; font-weight: 600; }
 .chain { margin: 6px 0; color: #59636e; }
 .chain .arrow { color: #8c959f; padding: 0 2px; }
 .snippet { background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; padding: 6px 0; margin: 8px 0; }
@@ -96,8 +97,8 @@ def _cards(triage: Triage) -> str:
     if triage.baseline is not None:
         cards += [("new since baseline", len(triage.new)), ("fixed since baseline", len(triage.fixed))]
     if triage.units:
-        ok = sum(1 for u in triage.units if u.get("status") == "ok")
-        cards.append(("units ok", f"{ok}/{len(triage.units)}"))
+        passed = sum(1 for u in triage.units if u.get("status") == "pass")
+        cards.append(("units passing", f"{passed}/{len(triage.units)}"))
     items = "".join(f'<div class="card"><div class="num">{value}</div><div class="label">{html.escape(label)}'
                     "</div></div>" for label, value in cards)
     return f'<div class="cards">{items}</div>'

@@ -29,8 +29,8 @@ def _overview(triage: Triage) -> list[str]:
     if triage.baseline is not None:
         lines.append(f"- **{len(triage.new)}** new and **{len(triage.fixed)}** fixed since the baseline")
     if triage.units:
-        ok = sum(1 for u in triage.units if u.get("status") == "ok")
-        lines.append(f"- **{ok}/{len(triage.units)}** units ok")
+        passed = sum(1 for u in triage.units if u.get("status") == "pass")
+        lines.append(f"- **{passed}/{len(triage.units)}** units passing")
     return lines + [""]
 
 

@@ -38,9 +38,9 @@ def test_clean_lint_is_one_passing_case():
 
 def test_check_is_one_case_per_unit_timed_by_eager_plus_replay(host_sync):
     units = [
-        {"name": "layer0", "status": "ok", "eager_ms": 3.0, "replay_ms": 1.5},
+        {"name": "layer0", "status": "pass", "eager_ms": 3.0, "replay_ms": 1.5},
         {"name": "layer1", "status": "error", "error": "capture poisoned the context"},
-        {"name": "layer2", "status": "ok", "eager_ms": 1.0, "replay_ms": 0.5},
+        {"name": "layer2", "status": "pass", "eager_ms": 1.0, "replay_ms": 0.5},
     ]
     findings = [host_sync(rule="GD201", name="capture-failed", unit="layer0"),
                 host_sync(rule="GD202", name="replay-mismatch", unit=None)]

@@ -60,9 +60,9 @@ def test_summary_line_for_failing_and_clean_runs(host_sync):
 
 
 def test_units_table_for_check():
-    units = [{"name": "layer0.attn", "status": "ok", "capture": "ok", "eager_ms": 2.0, "replay_ms": 0.5,
+    units = [{"name": "layer0.attn", "status": "pass", "capture": "ok", "eager_ms": 2.0, "replay_ms": 0.5,
               "kernels": 12}]
     out = render("text", [], summarize([], Severity.ERROR), tool="check", units=units)
     row = next(line for line in out.splitlines() if "layer0.attn" in line)
-    assert [cell.strip() for cell in row.split("│")[1:-1]] == ["layer0.attn", "ok", "ok", "2.000", "0.500",
+    assert [cell.strip() for cell in row.split("│")[1:-1]] == ["layer0.attn", "pass", "ok", "2.000", "0.500",
                                                                "4.00x", "12"]
