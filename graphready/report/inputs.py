@@ -16,6 +16,7 @@ class ResultDocument:
     tool: str
     findings: list[Finding]
     units: list[dict]
+    fail_on: str = "error"  # the severity at which this run's findings failed it
 
 
 def load_result(path: Path) -> ResultDocument:
@@ -40,4 +41,6 @@ def load_result(path: Path) -> ResultDocument:
     units = data.get("units") or []
     if not isinstance(units, list) or not all(isinstance(u, dict) and "name" in u for u in units):
         raise UsageError(f"{path}: 'units' must be a list of objects with a 'name'")
-    return ResultDocument(path=path, tool=str(data.get("tool", "lint")), findings=findings, units=units)
+    summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
+    return ResultDocument(path=path, tool=str(data.get("tool", "lint")), findings=findings, units=units,
+                          fail_on=str(summary.get("fail_on", "error")))
