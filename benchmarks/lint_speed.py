@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CACHE_DIR = Path.home() / ".cache" / "graphready-bench"
+REPO_ROOT = Path(__file__).resolve().parents[1]  # lint runs from here, so a checkout works uninstalled
 SOURCE_SUFFIXES = (".py", ".cu", ".cuh")
 COLD_TARGET_S_PER_100K = 10.0
 WARM_TARGET_S_PER_100K = 1.0
@@ -104,7 +105,7 @@ def lint_once(project: Path, jobs: int, use_cache: bool, report: Path) -> tuple[
     if not use_cache:
         cmd.append("--no-cache")
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
     seconds = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise BenchError(f"`{' '.join(cmd)}` exited {proc.returncode}:\n{proc.stderr.strip()}")
