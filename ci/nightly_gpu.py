@@ -2,7 +2,8 @@
 
     python ci/nightly_gpu.py --out nightly/ [--baseline graphready-baseline.json]
 
-Writes `lint.json`, `check.json`, `results.json` (all findings, baselined ones marked), `junit.xml`
+Runs `graphready check` once per `[tool.graphready] check-targets` entry over all visible GPUs.
+Writes `lint.json`, `check-<target>.json`, `results.json` (all findings, baselined ones marked), `junit.xml`
 (lint, check and pytest in one file), `report.html` and `report.md` into `--out`.
 
 Exit status: 0 when nothing new fails; 1 when a finding at or above its run's fail-on severity is
@@ -16,9 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
-import tomllib
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 CI_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(CI_DIR.parent))  # run from a checkout without installing graphready
 
+from graphready.config import load_config  # noqa: E402
 from graphready.errors import UsageError  # noqa: E402
 from graphready.findings import Finding, Severity, report_to_json, summarize  # noqa: E402
 from graphready.output import render  # noqa: E402
@@ -37,7 +39,6 @@ from graphready.report.triage import build_triage  # noqa: E402
 
 from gpu_worker_pinning import POOL_VARIABLE  # noqa: E402
 
-TARGETS_KEY = "check-targets"
 PYTEST_NO_TESTS = 5
 
 
@@ -62,7 +63,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for the results and the report")
     parser.add_argument("--root", type=Path, default=Path("."), help="project root holding pyproject.toml")
-    parser.add_argument("--baseline", type=Path, help="lint baseline file; without one every finding is new")
+    parser.add_argument("--baseline", type=Path,
+                        help="lint baseline file (default: [tool.graphready] baseline); without one every finding is new")
     parser.add_argument("--allow-no-gpu", action="store_true",
                         help="without a CUDA device, run lint only instead of failing")
     parser.add_argument("--pytest-args", default="", help="extra arguments for the gpu pytest run (one string)")
@@ -73,8 +75,9 @@ def run(args: argparse.Namespace) -> int:
     root = args.root.resolve()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    targets = check_targets(root / "pyproject.toml")
-    baseline = load_baseline(args.baseline) if args.baseline else set()
+    config = load_config(root)
+    baseline_path = args.baseline or config.baseline
+    baseline = load_baseline(baseline_path) if baseline_path else None
     gpus = visible_gpus()
     if not gpus and not args.allow_no_gpu:
         raise UsageError("no CUDA device visible (pass --allow-no-gpu to run lint only)")
@@ -83,19 +86,21 @@ def run(args: argparse.Namespace) -> int:
     documents = [graphready_json(["lint", "--format", "json"], root, out / "lint.json")]
     if not gpus:
         gate.notes.append("check and gpu tests skipped: no CUDA device")
-    elif not targets:
-        gate.notes.append(f"check skipped: no `{TARGETS_KEY}` in [tool.graphready]")
-    else:
-        documents.append(graphready_json(["check", "--format", "json", *targets], root, out / "check.json"))
+    elif not config.check_targets:
+        gate.notes.append("check skipped: no `check-targets` in [tool.graphready]")
+    for target in config.check_targets if gpus else []:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", target)
+        documents.append(graphready_json(["check", target, "--format", "json", "--gpus", str(len(gpus))],
+                                         root, out / f"check-{name}.json"))
     pytest_junit = run_gpu_tests(root, out, gpus, args.pytest_args, gate) if gpus else None
 
     findings = [f for doc in documents for f in doc.findings]
     for finding in findings:
-        finding.baselined = finding_key(finding) in baseline
-    judge(documents, baseline, gate)
+        finding.baselined = baseline is not None and finding_key(finding) in baseline
+    judge(documents, baseline or set(), gate)
     write_results(out / "results.json", documents, findings)
     write_junit(out / "junit.xml", documents, pytest_junit)
-    triage = build_triage(documents, root, baseline=baseline, baseline_path=args.baseline)
+    triage = build_triage(documents, root, baseline=baseline, baseline_path=baseline_path)
     (out / "report.html").write_text(render_html(triage), encoding="utf-8")
     (out / "report.md").write_text(render_markdown(triage), encoding="utf-8")
 
@@ -105,20 +110,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"FAIL: {line}")
     print(f"nightly gate {'FAILED' if gate.problems else 'passed'}; report: {out / 'report.html'}")
     return 1 if gate.problems else 0
-
-
-def check_targets(pyproject: Path) -> list[str]:
-    """`[tool.graphready] check-targets`: target specs for `graphready check` (may be absent)."""
-    if not pyproject.is_file():
-        return []
-    try:
-        config = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{pyproject}: {exc}") from None
-    targets = config.get("tool", {}).get("graphready", {}).get(TARGETS_KEY, [])
-    if not isinstance(targets, list) or not all(isinstance(t, str) and t for t in targets):
-        raise UsageError(f"{pyproject}: [tool.graphready] {TARGETS_KEY} must be a list of target specs")
-    return targets
 
 
 def visible_gpus() -> list[str]:

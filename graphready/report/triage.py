@@ -11,6 +11,7 @@ from pathlib import Path
 
 from graphready.catalog import load_catalog
 from graphready.findings import Evidence, Finding, Severity
+from graphready.merge import mark_evidence
 from graphready.output.source import SourceCache
 from graphready.report.baseline import BaselineKey, diff_against, finding_key
 from graphready.report.inputs import ResultDocument
@@ -59,6 +60,10 @@ class Triage:
 def build_triage(documents: list[ResultDocument], root: Path | None,
                  baseline: set[BaselineKey] | None = None, baseline_path: Path | None = None) -> Triage:
     findings = _unique(f for doc in documents for f in doc.findings)
+    check = [f for f in findings if f.source == "check"]
+    lint = [f for f in findings if f.source == "lint"]
+    if check and lint:  # both sides ran: pair them up; otherwise keep what each input recorded
+        mark_evidence(check, lint)
     sources = SourceCache(root)
     catalog = load_catalog()
     causes: dict[str, RootCause] = {}
@@ -97,7 +102,7 @@ def build_triage(documents: list[ResultDocument], root: Path | None,
 
 
 def evidence_of(finding: Finding) -> Evidence:
-    """The merged evidence when the input carries it; otherwise what the finding's own tool saw."""
+    """The merged evidence when known; otherwise what the finding's own tool saw."""
     if finding.evidence is not None:
         return finding.evidence
     return Evidence.DYNAMIC if finding.source == "check" else Evidence.STATIC

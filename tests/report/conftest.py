@@ -23,7 +23,7 @@ def lint_findings() -> list[Finding]:
         Finding("pkg/model.py", 7, 11, "GR101", "host-sync", Severity.ERROR,
                 "`.item()` copies a device value to the host every step", end_column=31,
                 hot_chain=["pkg.model:Model.step_graphable", "pkg.model:post_block_" + "very_long_" * 12],
-                fingerprint="fp-sync", evidence=Evidence.CONFIRMED),
+                fingerprint="fp-sync"),
         Finding("pkg/model.py", 8, 4, "GR101", "host-sync", Severity.ERROR, "a second sync <b>not bold</b>",
                 fingerprint="fp-old"),
     ]
@@ -33,7 +33,9 @@ def check_findings() -> list[Finding]:
     return [
         Finding("pkg/model.py", 7, 4, "GD201", "capture-failed", Severity.ERROR,
                 "capture failed: cudaErrorStreamCaptureUnsupported " + "detail" * 40,
-                unit="layers.0.mhc_post", fingerprint="fp-capture"),
+                unit="layers.0.mhc_post", fingerprint="fp-capture", evidence=Evidence.CONFIRMED),
+        Finding("pkg/model.py", 6, 0, "GD303", "replay-unstable", Severity.WARNING,
+                "two replays of the same inputs differ", unit="layers.0.attn", fingerprint="fp-unstable"),
     ]
 
 

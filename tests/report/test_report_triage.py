@@ -14,28 +14,36 @@ def triage_of(results, baseline=True):
 def test_findings_are_grouped_by_rule_with_the_catalog_summary_and_fix(results):
     triage = triage_of(results)
     causes = {cause.rule: cause for cause in triage.causes}
-    assert set(causes) == {"GR101", "GD201"}
+    assert set(causes) == {"GR101", "GD201", "GD303"}
     doc = load_catalog()["GR101"]
     assert causes["GR101"].summary == doc.summary
     assert causes["GR101"].fix == " ".join(doc.fix.split())
-    assert len(causes["GR101"].items) == 2 and triage.total == 3
-    assert triage.causes[0].rule == "GR101"  # the biggest group of the most severe rules first
+    assert len(causes["GR101"].items) == 2 and triage.total == 4
+    assert [c.rule for c in triage.causes][:1] == ["GR101"]  # the biggest group of the most severe rules first
+    assert triage.causes[-1].rule == "GD303"  # warnings after errors
 
 
-def test_evidence_comes_from_the_inputs_or_the_finding_s_own_tool(results):
+def test_lint_and_check_findings_at_the_same_line_confirm_each_other(results):
     triage = triage_of(results)
     evidence = {(i.finding.rule, i.finding.line): i.evidence for c in triage.causes for i in c.items}
     assert evidence == {("GR101", 7): Evidence.CONFIRMED, ("GR101", 8): Evidence.STATIC,
-                        ("GD201", 7): Evidence.DYNAMIC}
-    assert triage.evidence_counts == {Evidence.CONFIRMED: 1, Evidence.STATIC: 1, Evidence.DYNAMIC: 1}
+                        ("GD201", 7): Evidence.CONFIRMED, ("GD303", 6): Evidence.DYNAMIC}
+    assert triage.evidence_counts == {Evidence.CONFIRMED: 2, Evidence.STATIC: 1, Evidence.DYNAMIC: 1}
+
+
+def test_one_side_alone_keeps_the_evidence_its_tool_recorded(results):
+    lint_only = build_triage([load_result(results["lint"])], results["root"])
+    assert lint_only.evidence_counts == {Evidence.CONFIRMED: 0, Evidence.STATIC: 2, Evidence.DYNAMIC: 0}
+    check_only = build_triage([load_result(results["check"])], results["root"])
+    assert check_only.evidence_counts == {Evidence.CONFIRMED: 1, Evidence.STATIC: 0, Evidence.DYNAMIC: 1}
 
 
 def test_baseline_splits_new_from_known_and_lists_what_was_fixed(results):
     triage = triage_of(results)
-    assert sorted(f.fingerprint for f in triage.new) == ["fp-capture", "fp-sync"]
+    assert sorted(f.fingerprint for f in triage.new) == ["fp-capture", "fp-sync", "fp-unstable"]
     assert triage.fixed == [{"path": "pkg/gone.py", "rule": "GR101", "fingerprint": "fp-gone"}]
     states = {i.finding.fingerprint: i.state for c in triage.causes for i in c.items}
-    assert states == {"fp-sync": "new", "fp-old": "baseline", "fp-capture": "new"}
+    assert states == {"fp-sync": "new", "fp-old": "baseline", "fp-capture": "new", "fp-unstable": "new"}
     gr101 = next(c for c in triage.causes if c.rule == "GR101")
     assert [i.state for i in gr101.items] == ["new", "baseline"]  # new debt first
 
