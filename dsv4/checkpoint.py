@@ -127,7 +127,8 @@ def _detect_format(shards: _Shards, base: str) -> str:
     if dt == torch.float8_e4m3fn:
         return "fp8"
     if dt in (torch.uint8, torch.int8):
-        if shards.has(base + ".weight_scale") and shards.meta(base + ".weight_scale")[0] == torch.float8_e4m3fn:
+        if shards.has(base + ".weight_scale_2") or (
+                shards.has(base + ".weight_scale") and shards.meta(base + ".weight_scale")[0] == torch.float8_e4m3fn):
             return "nvfp4"
         if shards.has(base + ".scale") or shards.has(base + ".weight_scale"):
             return "mxfp4"

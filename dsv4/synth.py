@@ -210,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         if need > free:
             raise SynthError(f"preset {args.preset} in {args.format} needs {need / 1e9:.1f} GB but {probe} has "
                              f"{free / 1e9:.1f} GB free; build it in memory with synthetic_weights() instead")
+        from rich.console import Console
         from rich.progress import Progress
-        with Progress(transient=True, console=None) as bar:
+        with Progress(transient=True, console=Console(stderr=True)) as bar:
             task = bar.add_task(f"{args.preset} {args.format}", total=None)
             write_checkpoint(config, args.out, args.format, args.seed, args.shard_mb << 20, args.names,
                              progress=lambda done, total, name: bar.update(task, completed=done, total=total))
