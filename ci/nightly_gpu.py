@@ -30,8 +30,9 @@ sys.path.insert(0, str(CI_DIR.parent))  # run from a checkout without installing
 from graphready.config import load_config  # noqa: E402
 from graphready.errors import UsageError  # noqa: E402
 from graphready.findings import Finding, Severity, report_to_json, summarize  # noqa: E402
+from graphready.lint.baseline import load_baseline  # noqa: E402
 from graphready.output import render  # noqa: E402
-from graphready.report.baseline import diff_against, finding_key, load_baseline  # noqa: E402
+from graphready.report.baseline import diff_against, finding_key  # noqa: E402
 from graphready.report.html import render_html  # noqa: E402
 from graphready.report.inputs import ResultDocument, load_result  # noqa: E402
 from graphready.report.markdown import render_markdown  # noqa: E402

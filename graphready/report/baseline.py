@@ -1,12 +1,9 @@
-"""What changed since a lint baseline: `{"version": 1, "entries": [{"path", "rule", "fingerprint"}]}`."""
+"""What changed since a lint baseline (read by `graphready.lint.baseline`): what is new, what was fixed."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
-from graphready.errors import UsageError
 from graphready.findings import Finding
 
 BaselineKey = tuple[str, str, str]
@@ -18,25 +15,8 @@ class BaselineDiff:
     fixed: list[dict]  # baseline entries no longer found
 
 
-def load_baseline(path: Path) -> set[BaselineKey]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"baseline {path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"baseline {path}: cannot read: {exc}") from None
-    if not isinstance(data, dict) or data.get("version") != 1:
-        raise UsageError(f"baseline {path}: expected a version 1 baseline file")
-    entries = data.get("entries")
-    if not isinstance(entries, list):
-        raise UsageError(f"baseline {path}: expected an 'entries' list")
-    try:
-        return {(e["path"], e["rule"], e["fingerprint"]) for e in entries}
-    except (KeyError, TypeError):
-        raise UsageError(f"baseline {path}: every entry needs 'path', 'rule' and 'fingerprint'") from None
-
-
 def finding_key(finding: Finding) -> BaselineKey:
+    """The key the lint baseline matches on: path, rule and the line-move-proof fingerprint."""
     return (finding.path, finding.rule, finding.fingerprint or "")
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from graphready.errors import UsageError
-from graphready.report.baseline import load_baseline
+from graphready.lint.baseline import load_baseline
 from graphready.report.html import render_html
 from graphready.report.inputs import load_result
 from graphready.report.markdown import render_markdown

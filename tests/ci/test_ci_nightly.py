@@ -94,4 +94,4 @@ def test_bad_configuration_is_a_clear_error(project, tmp_path):
     assert "[tool.graphready] check-targets must be a list of strings" in done.stderr
     (project / "pyproject.toml").write_text('[tool.graphready]\ncheck-targets = ["dsv4"]\n')
     missing = nightly(project, "--out", str(tmp_path / "out"), "--allow-no-gpu", "--baseline", "nope.json")
-    assert missing.returncode == 2 and "baseline nope.json: no such file" in missing.stderr
+    assert missing.returncode == 2 and "baseline file not found: nope.json" in missing.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from graphready.report.baseline import load_baseline
+from graphready.lint.baseline import load_baseline
 from graphready.report.html import render_html
 from graphready.report.inputs import load_result
 from graphready.report.triage import build_triage

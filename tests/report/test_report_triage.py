@@ -1,6 +1,6 @@
 from graphready.catalog import load_catalog
 from graphready.findings import Evidence
-from graphready.report.baseline import load_baseline
+from graphready.lint.baseline import load_baseline
 from graphready.report.inputs import load_result
 from graphready.report.triage import build_triage
 
