@@ -1,0 +1,1 @@
+"""`graphready lint`: index (ast) -> hot path -> libcst rules -> suppressions -> baseline -> output."""

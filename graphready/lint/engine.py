@@ -1,0 +1,263 @@
+"""Runs one lint: index every file, find the hot path, run the rules, then turn hits into findings."""
+
+from __future__ import annotations
+
+import hashlib
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graphready.catalog import load_catalog
+from graphready.config import Config
+from graphready.findings import Finding, Severity
+from graphready.lint.analyzer import FileJob, analyze_file
+from graphready.lint.baseline import apply_baseline, assign_fingerprints, load_baseline
+from graphready.lint.cache import LintCache, digest
+from graphready.lint.context import Candidate
+from graphready.lint.cuda import CUDA_SUFFIXES, scan_cuda
+from graphready.lint.files import discover, module_name, relative
+from graphready.lint.hotpath import HotSet, Project, find_hot
+from graphready.lint.index import ModuleIndex, index_module
+from graphready.lint.rules import PARSE_ERROR, UNUSED_SUPPRESSION
+from graphready.lint.suppressions import parse_suppressions
+
+AUTOGRAD_FUNCTION = "torch.autograd.Function"
+PARALLEL_THRESHOLD = 8  # fewer files than this are not worth a process pool
+
+
+@dataclass
+class Selection:
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+
+    def enabled(self, code: str) -> bool:
+        chosen = not self.select or "ALL" in self.select or any(code.startswith(p) for p in self.select)
+        return chosen and not any(code.startswith(p) for p in self.ignore)
+
+
+@dataclass
+class LintResult:
+    findings: list[Finding]
+    suppressed: list[Finding]
+    files: int
+    lines: int
+    hot_functions: int
+
+
+@dataclass
+class _Source:
+    path: Path
+    rel: str
+    text: str
+    digest: str
+    requested: bool
+
+
+def _read(path: Path, rel: str, salt: str, requested: bool) -> _Source | Finding:
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Finding(rel, 1, 0, PARSE_ERROR, "", Severity.ERROR, f"file is not valid UTF-8: {exc.reason}")
+    return _Source(path, rel, text, digest(data, salt), requested)
+
+
+def _index_job(args: tuple[str, str, str, list[str], bool]) -> ModuleIndex:
+    module, rel, text, guards, is_package = args
+    return index_module(module, rel, text, guards, is_package)
+
+
+def _map(function, jobs: list, workers: int) -> list:
+    if workers > 1 and len(jobs) >= PARALLEL_THRESHOLD:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(function, jobs, chunksize=max(1, len(jobs) // (workers * 4))))
+    return [function(job) for job in jobs]
+
+
+def _autograd_functions(project: Project) -> set[str]:
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for index in project.modules.values():
+            for info in index.classes.values():
+                dotted = f"{index.module}.{info.qualname}"
+                if dotted not in found and any(b == AUTOGRAD_FUNCTION or b in found for b in info.bases):
+                    found.add(dotted)
+                    changed = True
+    return found
+
+
+class LintRun:
+    def __init__(self, config: Config, selection: Selection, jobs: int = 1, use_cache: bool = True):
+        self.config = config
+        self.selection = selection
+        self.jobs = max(1, jobs)
+        self.cache = LintCache(config.root, use_cache)
+        self.catalog = load_catalog()
+        self.salt = config.fingerprint()
+
+    def run(self, paths: list[Path]) -> LintResult:
+        files, requested = discover(self.config, paths)
+        sources: list[_Source] = []
+        findings: list[Finding] = []
+        for path in files:
+            rel = relative(path, self.config.root)
+            read = _read(path, rel, self.salt, path in requested)
+            if isinstance(read, Finding):
+                if path in requested:
+                    findings.append(read)
+            else:
+                sources.append(read)
+        python = [s for s in sources if s.rel.endswith(".py")]
+        indexes = self._index(python)
+        project = Project({index.module: index for index in indexes.values()})
+        hot = find_hot(project, self.config.hot_paths)
+        candidates = self._analyze([s for s in python if s.requested], indexes, project, hot)
+        for source in sources:
+            if source.requested and source.rel.endswith(CUDA_SUFFIXES):
+                candidates[source.rel] = scan_cuda(source.text)
+        for source in python:
+            error = indexes[source.rel].parse_error
+            if source.requested and error:
+                line, column, message = error
+                candidates.setdefault(source.rel, []).append(
+                    Candidate(PARSE_ERROR, line, column, line, column, f"cannot parse: {message}", ""))
+        self.cache.save()
+        findings += [self._finding(rel, c, hot) for rel, hits in candidates.items() for c in hits]
+        findings = [f for f in findings if self._enabled(f.rule, f.path)]
+        texts = {s.rel: s.text for s in sources if s.requested}
+        findings, suppressed = self._suppress(findings, texts)
+        for finding in findings + suppressed:
+            override = self.config.severity.get(finding.rule)
+            if override is not None:
+                finding.severity = override
+        assign_fingerprints(findings + suppressed, {rel: text.splitlines() for rel, text in texts.items()})
+        if self.config.baseline is not None:
+            apply_baseline(findings, load_baseline(self.config.baseline))
+        requested_sources = [s for s in sources if s.requested]
+        return LintResult(
+            findings=sorted(findings, key=Finding.sort_key),
+            suppressed=sorted(suppressed, key=Finding.sort_key),
+            files=len(requested_sources),
+            lines=sum(s.text.count("\n") for s in requested_sources),
+            hot_functions=len(hot.chains),
+        )
+
+    # -- phase 1 ---------------------------------------------------------------------------
+    def _index(self, sources: list[_Source]) -> dict[str, ModuleIndex]:
+        indexes: dict[str, ModuleIndex] = {}
+        missing: list[_Source] = []
+        for source in sources:
+            entry = self.cache.get(source.rel, source.digest)
+            if entry is not None:
+                indexes[source.rel] = entry["index"]
+            else:
+                missing.append(source)
+        jobs = []
+        for source in missing:
+            module, is_package = module_name(source.rel)
+            jobs.append((module, source.rel, source.text, self.config.debug_guards, is_package))
+        for source, index in zip(missing, _map(_index_job, jobs, self.jobs)):
+            indexes[source.rel] = index
+            self.cache.put(source.rel, {"digest": source.digest, "index": index, "analysis": {}})
+        return indexes
+
+    # -- phase 3 ---------------------------------------------------------------------------
+    def _analyze(self, sources: list[_Source], indexes, project: Project, hot: HotSet) -> dict[str, list[Candidate]]:
+        tensor_functions = {
+            f"{index.module}.{info.qualname}"
+            for index in indexes.values() for info in index.functions.values() if info.returns_tensor
+        }
+        autograd = _autograd_functions(project)
+        project_salt = hashlib.blake2b(repr((sorted(tensor_functions), sorted(autograd))).encode(), digest_size=8).hexdigest()
+        results: dict[str, list[Candidate]] = {}
+        pending: list[tuple[_Source, str, FileJob]] = []
+        for source in sources:
+            index = indexes[source.rel]
+            targets = [
+                (info, info.key in hot)
+                for info in index.functions.values()
+                if info.key in hot or info.capture_bodies or info.mentions_graph
+            ]
+            if not targets:
+                continue
+            hot_keys = {info.key for info, is_hot in targets if is_hot}
+            key = repr((sorted((i.key, h) for i, h in targets), project_salt))
+            entry = self.cache.get(source.rel, source.digest)
+            if entry is not None and key in entry["analysis"]:
+                results[source.rel] = entry["analysis"][key]
+                continue
+            job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls, index.classes,
+                          targets, hot_keys, tensor_functions, autograd)
+            pending.append((source, key, job))
+        for (source, key, _), hits in zip(pending, _map(analyze_file, [p[2] for p in pending], self.jobs)):
+            results[source.rel] = hits
+            entry = self.cache.get(source.rel, source.digest)
+            if entry is not None:
+                entry["analysis"] = {key: hits}
+                self.cache.dirty = True
+        return results
+
+    # -- findings ----------------------------------------------------------------------------
+    def _finding(self, rel: str, hit: Candidate, hot: HotSet) -> Finding:
+        doc = self.catalog.get(hit.rule)
+        chain = hot.chains.get(hit.function)
+        if chain is None and hit.function:
+            chain = [f"{hit.function} [capture site]"]
+        return Finding(
+            path=rel, line=hit.line, column=hit.column, end_line=hit.end_line, end_column=hit.end_column,
+            rule=hit.rule, name=doc.name if doc else hit.rule, severity=doc.severity if doc else Severity.ERROR,
+            message=hit.message, hot_chain=list(chain or []),
+        )
+
+    def _enabled(self, rule: str, path: str) -> bool:
+        if not self.selection.enabled(rule):
+            return False
+        from fnmatch import fnmatchcase
+
+        for pattern, codes in self.config.per_file_ignores.items():
+            if fnmatchcase(path, pattern) and any(rule.startswith(c) for c in codes):
+                return False
+        return True
+
+    def _suppress(self, findings: list[Finding], texts: dict[str, str]) -> tuple[list[Finding], list[Finding]]:
+        by_file: dict[str, list[Finding]] = {}
+        for finding in findings:
+            by_file.setdefault(finding.path, []).append(finding)
+        kept: list[Finding] = []
+        suppressed: list[Finding] = []
+        for rel, text in texts.items():
+            suppressions = parse_suppressions(text)
+            by_line: dict[int, list] = {}
+            for suppression in suppressions:
+                by_line.setdefault(suppression.line, []).append(suppression)
+            for finding in by_file.pop(rel, []):
+                match = next((s for line in {finding.line, finding.end_line} for s in by_line.get(line, [])
+                              if s.covers(finding.rule)), None)
+                if match is None:
+                    kept.append(finding)
+                    continue
+                match.used.add(finding.rule)
+                finding.suppression_reason = match.reason or None
+                suppressed.append(finding)
+            for suppression in suppressions:
+                unused = self._unused(suppression)
+                if unused and self._enabled(UNUSED_SUPPRESSION, rel):
+                    doc = self.catalog[UNUSED_SUPPRESSION]
+                    kept.append(Finding(rel, suppression.line, suppression.column, UNUSED_SUPPRESSION, doc.name,
+                                        doc.severity, f"unused suppression: {unused}"))
+        for remaining in by_file.values():
+            kept.extend(remaining)
+        return kept, suppressed
+
+    def _unused(self, suppression) -> str:
+        if suppression.codes is None:
+            return "" if suppression.used else "nothing on this line is reported"
+        stale = sorted(c for c in suppression.codes - suppression.used if self.selection.enabled(c))
+        return f"no {', '.join(stale)} finding on this line" if stale else ""
+
+
+def lint(config: Config, paths: list[Path], selection: Selection | None = None, jobs: int = 1,
+         use_cache: bool = True) -> LintResult:
+    return LintRun(config, selection or Selection(config.select, config.ignore), jobs, use_cache).run(paths)

@@ -1,0 +1,354 @@
+"""Phase 1: a per-file index of definitions, imports and call sites, built with the stdlib `ast`.
+
+The index only needs names, not full-fidelity syntax, so it uses `ast` (about 6x faster to parse
+than libcst, measured in benchmarks/lint_speed.py) and covers every file of the project; the libcst
+rule visitors then parse only the statements that hold hot code. Everything here is plain data so
+it can be pickled into the cache and passed between worker processes.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from graphready.lint.regions import capture_bodies, excluded_ranges
+from graphready.lint.resolve import ImportMap
+
+HOT_COMMENT = re.compile(r"#\s*graphready:\s*hot\b")
+HOT_DECORATORS = {"graphready.hot_path", "graphready.markers.hot_path"}
+MEMO_DECORATORS = {"functools.cache", "functools.lru_cache", "functools.cached_property"}
+MODULE_CONTAINERS = {"torch.nn.ModuleList", "torch.nn.Sequential", "torch.nn.ModuleDict", "list", "tuple"}
+GRAPH_TEXT = re.compile(r"\bgraph\s*\(|\.replay\s*\(")
+
+
+@dataclass
+class CallSite:
+    """A call the hot-path walk may follow.
+
+    kind: "name" (target = dotted name), "self"/"super" (target = method), "attr" (method of the
+    object in self.<target>), "elem" (method of an element of the list self.<target>), "class"
+    (method of an instance of class <target>).
+    """
+
+    line: int
+    kind: str
+    target: str
+    method: str = ""
+    capture: bool = False  # inside a torch.cuda.graph body, or passed to make_graphed_callables
+
+
+@dataclass
+class FunctionInfo:
+    key: str  # "module:Qual.name"
+    qualname: str
+    class_qualname: str | None
+    lineno: int
+    end_lineno: int
+    stmt_range: tuple[int, int]  # the top-level statement holding this function
+    decorators: list[str] = field(default_factory=list)
+    marked_hot: bool = False
+    memoized: bool = False
+    returns_tensor: bool = False
+    calls: list[CallSite] = field(default_factory=list)
+    excluded: list[tuple[int, int]] = field(default_factory=list)
+    capture_bodies: list[tuple[int, int]] = field(default_factory=list)
+    mentions_graph: bool = False
+
+
+@dataclass
+class ClassInfo:
+    key: str
+    qualname: str
+    bases: list[str]
+    methods: list[str]
+    stmt_range: tuple[int, int]
+    attr_types: dict[str, str] = field(default_factory=dict)
+    attr_elem_types: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ModuleIndex:
+    module: str
+    path: str
+    imports: dict[str, str] = field(default_factory=dict)
+    functions: dict[str, FunctionInfo] = field(default_factory=dict)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    global_calls: dict[str, str] = field(default_factory=dict)  # NAME = call(...) at module level
+    parse_error: tuple[int, int, str] | None = None
+
+
+def _call_name(node: ast.AST, names: ImportMap) -> str | None:
+    return names.resolve(node.func) if isinstance(node, ast.Call) else None
+
+
+class _FunctionScanner:
+    """Collects the call sites of one function body (nested defs are scanned separately)."""
+
+    def __init__(self, info: FunctionInfo, names: ImportMap, local_defs: dict[str, str]):
+        self.info = info
+        self.names = names
+        self.local_defs = local_defs  # nested def name -> function key
+        self.local_types: dict[str, tuple[str, str]] = {}
+
+    def scan(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for arg in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]:
+            if arg.annotation is not None:
+                annotated = self.names.resolve(arg.annotation)
+                if annotated:
+                    self.local_types[arg.arg] = ("class", annotated)
+        body_nodes = list(_walk_body(func.body))
+        for node in body_nodes:
+            self._learn_types(node)
+        for node in body_nodes:
+            if isinstance(node, ast.Call):
+                self._record_call(node)
+
+    def _in(self, line: int, ranges: list[tuple[int, int]]) -> bool:
+        return any(start <= line <= end for start, end in ranges)
+
+    def _learn_types(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            kind = self._value_type(node.value)
+            if kind:
+                self.local_types[node.targets[0].id] = kind
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            target, iterable = node.target, node.iter
+            if isinstance(iterable, ast.Call) and _is_name(iterable.func, "enumerate") and iterable.args:
+                iterable = iterable.args[0]
+                if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                    target = target.elts[1]
+            if isinstance(target, ast.Name) and _self_attr(iterable):
+                self.local_types[target.id] = ("elem", _self_attr(iterable))
+
+    def _value_type(self, value: ast.AST) -> tuple[str, str] | None:
+        attr = _self_attr(value)
+        if attr:
+            return ("attr", attr)
+        if isinstance(value, ast.Subscript) and _self_attr(value.value):
+            return ("elem", _self_attr(value.value))
+        if isinstance(value, ast.Call):
+            callee = self.names.resolve(value.func)
+            if callee and _looks_like_class(callee):
+                return ("class", callee)
+        return None
+
+    def _record_call(self, call: ast.Call) -> None:
+        line = call.lineno
+        if self._in(line, self.info.excluded):
+            return
+        capture = self._in(line, self.info.capture_bodies)
+        site = self._site_for(call.func, capture, line)
+        if site:
+            self.info.calls.append(site)
+        if _call_name(call, self.names) == "torch.cuda.make_graphed_callables" and call.args:
+            first = call.args[0]
+            for element in first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]:
+                graphed = self._site_for(element, True, line, called=False)
+                if graphed:
+                    self.info.calls.append(graphed)
+
+    def _site_for(self, func: ast.AST, capture: bool, line: int, called: bool = True) -> CallSite | None:
+        """The call site for calling `func` (or, with called=False, for a callable passed by value)."""
+        if isinstance(func, ast.Name):
+            if func.id in self.local_defs:
+                return CallSite(line, "key", self.local_defs[func.id], capture=capture)
+            if func.id in self.local_types:
+                kind, target = self.local_types[func.id]
+                return CallSite(line, kind, target, "__call__", capture)
+            resolved = self.names.resolve(func)
+            return CallSite(line, "name", resolved, capture=capture) if resolved else None
+        if isinstance(func, ast.Subscript) and _self_attr(func.value):
+            return CallSite(line, "elem", _self_attr(func.value), "__call__", capture)
+        if not isinstance(func, ast.Attribute):
+            return None
+        method, base = func.attr, func.value
+        if isinstance(base, ast.Name) and base.id == "self":
+            if called:
+                return CallSite(line, "self", method, capture=capture)
+            return CallSite(line, "attr", method, "__call__", capture)
+        if isinstance(base, ast.Call) and _is_name(base.func, "super"):
+            return CallSite(line, "super", method, capture=capture)
+        if _self_attr(base):
+            return CallSite(line, "attr", _self_attr(base), method, capture)
+        if isinstance(base, ast.Subscript) and _self_attr(base.value):
+            return CallSite(line, "elem", _self_attr(base.value), method, capture)
+        if isinstance(base, ast.Name) and base.id in self.local_types:
+            kind, target = self.local_types[base.id]
+            return CallSite(line, kind, target, method, capture)
+        resolved = self.names.resolve(func)
+        return CallSite(line, "name", resolved, capture=capture) if resolved else None
+
+
+def _looks_like_class(dotted: str) -> bool:
+    return dotted.rsplit(".", 1)[-1][:1].isupper()
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _walk_body(statements: list[ast.stmt]):
+    """Every node under `statements`, not descending into nested function or class bodies."""
+    stack = list(reversed(statements))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+class _ModuleIndexer:
+    def __init__(self, module: str, path: str, is_package: bool, source: str, guards: list[str]):
+        self.index = ModuleIndex(module=module, path=path)
+        self.lines = source.splitlines()
+        self.guards = guards
+        self.names = ImportMap(module, is_package)
+
+    def run(self, tree: ast.Module) -> ModuleIndex:
+        self.names.collect(tree)
+        self.index.imports = self.names.aliases
+        for stmt in tree.body:
+            stmt_range = (_first_line(stmt), stmt.end_lineno or stmt.lineno)
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                callee = self.names.resolve(stmt.value.func)
+                for target in targets:
+                    if isinstance(target, ast.Name) and callee:
+                        self.index.global_calls[target.id] = callee
+            self._definitions([stmt], prefix="", class_info=None, stmt_range=stmt_range)
+        return self.index
+
+    def _definitions(self, statements, prefix: str, class_info: ClassInfo | None, stmt_range) -> None:
+        for stmt in statements:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._function(stmt, prefix, class_info, stmt_range)
+            elif isinstance(stmt, ast.ClassDef):
+                self._class(stmt, prefix, stmt_range)
+            elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
+                blocks = [getattr(stmt, name, []) for name in ("body", "orelse", "finalbody")]
+                blocks += [handler.body for handler in getattr(stmt, "handlers", [])]
+                for block in blocks:
+                    self._definitions(block, prefix, class_info, stmt_range)
+
+    def _class(self, node: ast.ClassDef, prefix: str, stmt_range) -> None:
+        qualname = f"{prefix}{node.name}"
+        info = ClassInfo(
+            key=f"{self.index.module}:{qualname}",
+            qualname=qualname,
+            bases=[b for b in (self.names.resolve(base) for base in node.bases) if b],
+            methods=[s.name for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))],
+            stmt_range=stmt_range,
+        )
+        self.index.classes[qualname] = info
+        for stmt in node.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                annotated = self.names.resolve(stmt.annotation)
+                if annotated:
+                    info.attr_types.setdefault(stmt.target.id, annotated)
+        self._definitions(node.body, f"{qualname}.", info, stmt_range)
+
+    def _function(self, node, prefix: str, class_info: ClassInfo | None, stmt_range) -> None:
+        qualname = f"{prefix}{node.name}"
+        decorators = [d for d in (self.names.resolve(_decorator_callee(dec)) for dec in node.decorator_list) if d]
+        def_line = self.lines[node.lineno - 1] if node.lineno - 1 < len(self.lines) else ""
+        info = FunctionInfo(
+            key=f"{self.index.module}:{qualname}",
+            qualname=qualname,
+            class_qualname=class_info.qualname if class_info else None,
+            lineno=node.lineno,
+            end_lineno=node.end_lineno or node.lineno,
+            stmt_range=stmt_range,
+            decorators=decorators,
+            marked_hot=bool(HOT_DECORATORS.intersection(decorators) or HOT_COMMENT.search(def_line)
+                            or any(d.endswith(".hot_path") and d.startswith("graphready") for d in decorators)),
+            memoized=bool(MEMO_DECORATORS.intersection(decorators)),
+            returns_tensor=node.returns is not None and "Tensor" in ast.unparse(node.returns),
+            excluded=excluded_ranges(node, self.guards, self.names),
+            capture_bodies=capture_bodies(node, self.names),
+        )
+        text = "\n".join(self.lines[info.lineno - 1:info.end_lineno])
+        info.mentions_graph = bool(GRAPH_TEXT.search(text))
+        self.index.functions[qualname] = info
+        nested = {}
+        for stmt in _walk_body(node.body):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                nested[stmt.name] = f"{self.index.module}:{qualname}.{stmt.name}"
+        _FunctionScanner(info, self.names, nested).scan(node)
+        if class_info is not None:
+            self._learn_attribute_types(node, class_info)
+        for stmt in _walk_body(node.body):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._function(stmt, f"{qualname}.", None, stmt_range)
+            elif isinstance(stmt, ast.ClassDef):
+                self._class(stmt, f"{qualname}.", stmt_range)
+
+    def _learn_attribute_types(self, func, info: ClassInfo) -> None:
+        """`self.cache = KVCache(...)`, `self.layers = nn.ModuleList([Layer(...) ...])`, `self.x = x: X`."""
+        params = {
+            a.arg: self.names.resolve(a.annotation)
+            for a in [*func.args.args, *func.args.kwonlyargs]
+            if a.annotation is not None
+        }
+        for node in _walk_body(func.body):
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                attr = _self_attr(target)
+                if not attr or node.value is None:
+                    continue
+                value = node.value
+                if isinstance(value, ast.Name) and params.get(value.id):
+                    info.attr_types.setdefault(attr, params[value.id])
+                elif isinstance(value, ast.Call):
+                    callee = self.names.resolve(value.func)
+                    element = self._element_class(value) if callee in MODULE_CONTAINERS else None
+                    if element:
+                        info.attr_elem_types.setdefault(attr, element)
+                    elif callee and callee not in MODULE_CONTAINERS:
+                        info.attr_types.setdefault(attr, callee)
+                elif isinstance(value, (ast.List, ast.ListComp, ast.Tuple)):
+                    element = self._element_class(value)
+                    if element:
+                        info.attr_elem_types.setdefault(attr, element)
+
+    def _element_class(self, node: ast.AST) -> str | None:
+        for child in ast.walk(node):
+            if child is node or not isinstance(child, ast.Call):
+                continue
+            callee = self.names.resolve(child.func)
+            if callee and callee not in MODULE_CONTAINERS and _looks_like_class(callee):
+                return callee
+        return None
+
+
+def _decorator_callee(node: ast.AST) -> ast.AST:
+    return node.func if isinstance(node, ast.Call) else node
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    decorators = getattr(stmt, "decorator_list", None)
+    return min([stmt.lineno, *(d.lineno for d in decorators)]) if decorators else stmt.lineno
+
+
+def index_module(module: str, path: str, source: str, guards: list[str], is_package: bool = False) -> ModuleIndex:
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as exc:
+        index = ModuleIndex(module=module, path=path)
+        index.parse_error = (exc.lineno or 1, max((exc.offset or 1) - 1, 0), exc.msg)
+        return index
+    except ValueError as exc:  # e.g. null bytes
+        index = ModuleIndex(module=module, path=path)
+        index.parse_error = (1, 0, str(exc))
+        return index
+    return _ModuleIndexer(module, path, is_package, source, guards).run(tree)
+

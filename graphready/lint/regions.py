@@ -1,0 +1,121 @@
+"""Line ranges inside a function that are not hot, and the bodies of graph captures.
+
+Not hot: the body of a configured debug guard (`if VERBOSE:`), the non-capturing branch of
+`torch.cuda.is_current_stream_capturing()`, and memoized one-time initialisation (an
+`if X is None:` / `if k not in cache:` / `if not self._ready:` block that stores its result in a
+global, an attribute or a dict). Calls there do not make their callees hot and no rule fires there.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from graphready.lint.resolve import ImportMap
+
+CAPTURING = "torch.cuda.is_current_stream_capturing"
+GRAPH_CONTEXT = "torch.cuda.graph"
+
+
+def _block_range(statements: list[ast.stmt]) -> tuple[int, int] | None:
+    if not statements:
+        return None
+    return statements[0].lineno, max(s.end_lineno or s.lineno for s in statements)
+
+
+def _is_guard(test: ast.AST, guards: set[str]) -> bool:
+    if isinstance(test, ast.Name):
+        return test.id in guards
+    if isinstance(test, ast.Attribute):
+        return test.attr in guards
+    if isinstance(test, ast.Compare):
+        return _is_guard(test.left, guards)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_is_guard(v, guards) for v in test.values)
+    return False
+
+
+def _is_capturing_call(test: ast.AST, names: ImportMap) -> bool:
+    return isinstance(test, ast.Call) and names.resolve(test.func) == CAPTURING
+
+
+def _is_memo_test(test: ast.AST) -> bool:
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, right = test.ops[0], test.comparators[0]
+        if isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value is None:
+            return True
+        return isinstance(op, ast.NotIn)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        operand = test.operand
+        return isinstance(operand, (ast.Name, ast.Attribute)) or (
+            isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name) and operand.func.id == "hasattr"
+        )
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return any(_is_memo_test(v) for v in test.values)
+    return False
+
+
+def _stores_result(statements: list[ast.stmt], global_names: set[str]) -> bool:
+    for stmt in statements:
+        for node in ast.walk(stmt):
+            targets: list[ast.AST] = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            for target in targets:
+                if isinstance(target, (ast.Attribute, ast.Subscript)):
+                    return True
+                if isinstance(target, ast.Name) and target.id in global_names:
+                    return True
+    return False
+
+
+def _global_names(func: ast.AST) -> set[str]:
+    return {name for node in ast.walk(func) if isinstance(node, (ast.Global, ast.Nonlocal)) for name in node.names}
+
+
+def excluded_ranges(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: list[str], names: ImportMap):
+    guard_set = set(guards)
+    global_names = _global_names(func)
+    ranges: list[tuple[int, int]] = []
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for stmt in statements:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(stmt, ast.If):
+                test = stmt.test
+                negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+                inner = test.operand if negated else test
+                cold: list[ast.stmt] | None = None
+                if _is_guard(inner, guard_set):
+                    cold = stmt.orelse if negated else stmt.body
+                elif _is_capturing_call(inner, names):
+                    cold = stmt.body if negated else stmt.orelse
+                elif _is_memo_test(test) and _stores_result(stmt.body, global_names):
+                    cold = stmt.body
+                block = _block_range(cold) if cold is not None else None
+                if block:
+                    ranges.append(block)
+            for field_name in ("body", "orelse", "finalbody"):
+                visit(getattr(stmt, field_name, []) or [])
+            for handler in getattr(stmt, "handlers", []) or []:
+                visit(handler.body)
+            for case in getattr(stmt, "cases", []) or []:
+                visit(case.body)
+
+    visit(func.body)
+    return ranges
+
+
+def capture_bodies(func: ast.FunctionDef | ast.AsyncFunctionDef, names: ImportMap) -> list[tuple[int, int]]:
+    bodies = []
+    for node in ast.walk(func):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                expr = item.context_expr
+                if isinstance(expr, ast.Call) and names.resolve(expr.func) == GRAPH_CONTEXT:
+                    block = _block_range(node.body)
+                    if block:
+                        bodies.append(block)
+    return bodies

@@ -1,0 +1,76 @@
+"""GR501-GR503: compilers, locks and opaque wrappers that do not belong in a captured step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from graphready.lint.context import RuleContext
+from graphready.lint.rules.base import Rule
+from graphready.lint.tensors import LOCK_TYPES, self_attr
+
+JIT_CALLS = {
+    "torch.utils.cpp_extension.load": "`cpp_extension.load`",
+    "torch.utils.cpp_extension.load_inline": "`cpp_extension.load_inline`",
+    "torch.compile": "`torch.compile`",
+    "triton.compile": "`triton.compile`",
+}
+
+
+class HotJit(Rule):
+    code = "GR501"
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        name = ctx.qualname(node.func) or ""
+        what = "`cute.compile`" if name.endswith("cute.compile") else JIT_CALLS.get(name)
+        if what:
+            ctx.report(node, f"{what} in the step compiles on every call (the log measured ~100 ms each, ~500 "
+                             "per token); compile once at load time and cache the result")
+
+
+class HotLock(Rule):
+    code = "GR502"
+
+    def __init__(self) -> None:
+        self.local_locks: set[str] = set()
+
+    def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
+        if isinstance(node.value, cst.Call) and ctx.qualname(node.value.func) in LOCK_TYPES:
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    self.local_locks.add(target.target.value)
+
+    def _is_lock(self, node: cst.BaseExpression, ctx: RuleContext) -> bool:
+        attr = self_attr(node)
+        if attr is not None:
+            return attr in ctx.facts.lock_names
+        return isinstance(node, cst.Name) and (node.value in self.local_locks or node.value in ctx.facts.lock_names)
+
+    def visit_WithItem(self, node: cst.WithItem, ctx: RuleContext) -> None:
+        if self._is_lock(node.item, ctx):
+            ctx.report(node.item, "a threading lock in the step is host-side synchronisation that graphs and "
+                                  "`torch.compile` cannot hold ('Unsupported context manager'); populate the "
+                                  "guarded state at warm-up so the step reads it lock-free")
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "acquire" and self._is_lock(node.func.value, ctx):
+            ctx.report(node, "acquiring a threading lock in the step is host-side synchronisation; "
+                             "populate the guarded state at warm-up")
+
+
+DISABLE_DECORATORS = {"torch.compiler.disable", "torch._dynamo.disable"}
+
+
+class CompilerOpaque(Rule):
+    code = "GR503"
+
+    def visit_Decorator(self, node: cst.Decorator, ctx: RuleContext) -> None:
+        target = node.decorator.func if isinstance(node.decorator, cst.Call) else node.decorator
+        if ctx.qualname(target) in DISABLE_DECORATORS:
+            ctx.report(node, "a compiler-disabled hot function splits `torch.compile(fullgraph=True)` and its "
+                             "graph; register the kernel with `torch.library.custom_op` instead")
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "apply":
+            if ctx.qualname(node.func.value) in ctx.facts.autograd_functions:
+                ctx.report(node, "an `autograd.Function.apply` wrapper around a kernel is traced into by Dynamo; "
+                                 "register the kernel with `torch.library.custom_op` so it is opaque")

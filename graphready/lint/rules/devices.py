@@ -1,0 +1,129 @@
+"""GR401-GR404: devices and streams: where the work runs and whether the graph sees it."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from graphready.lint.context import RuleContext
+from graphready.lint.rules.base import Rule
+from graphready.lint.tensors import SCALAR, device_kind, dotted, keyword, positional, self_attr
+
+
+class CrossDevice(Rule):
+    code = "GR401"
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        if not isinstance(node.func, cst.Attribute) or ctx.env.kind(node.func.value) == SCALAR:
+            return
+        method = node.func.attr.value
+        device = keyword(node, "device") or next(iter(positional(node)), None)
+        if method == "to" and device_kind(device, ctx.env) == "explicit":
+            ctx.report(node, "`.to()` an explicit device inside the step is a cross-device copy that a per-device "
+                             "graph cannot hold; keep per-device buffers and copy between graphs")
+        elif method == "cuda" and device is not None:
+            ctx.report(node, "`.cuda(i)` to an explicit device inside the step is a cross-device copy; "
+                             "keep per-device buffers and copy between graphs")
+
+
+class SetDevice(Rule):
+    code = "GR402"
+    MESSAGE = "switching the current device inside the step or a capture breaks capture ('Capture must end on " \
+              "the same stream it began on'); use an explicit `torch.cuda.Stream(device=...)` per device"
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        if ctx.qualname(node.func) == "torch.cuda.set_device":
+            ctx.report(node, self.MESSAGE)
+
+    def visit_WithItem(self, node: cst.WithItem, ctx: RuleContext) -> None:
+        if isinstance(node.item, cst.Call) and ctx.qualname(node.item.func) in ("torch.cuda.device", "torch.cuda.device_of"):
+            ctx.report(node.item, self.MESSAGE)
+
+
+def _graph_like(node: cst.CSTNode, ctx: RuleContext, local_graphs: set[str]) -> bool:
+    base = node.value if isinstance(node, cst.Subscript) else node
+    name = dotted(base) or ""
+    last = name.rsplit(".", 1)[-1]
+    attr = self_attr(base)
+    return (
+        last in local_graphs
+        or (attr is not None and attr in ctx.facts.graph_names)
+        or (attr is None and last in ctx.facts.graph_names)
+        or "graph" in last.lower()
+    )
+
+
+class ImplicitCaptureStream(Rule):
+    code = "GR403"
+    scope = "always"
+
+    def __init__(self) -> None:
+        self.local_graphs: set[str] = set()
+
+    def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
+        if isinstance(node.value, cst.Call) and ctx.qualname(node.value.func) == "torch.cuda.CUDAGraph":
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    self.local_graphs.add(target.target.value)
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        if ctx.qualname(node.func) == "torch.cuda.graph":
+            if keyword(node, "stream") is None and len(positional(node)) < 3:
+                ctx.report(node, "`torch.cuda.graph(g)` without `stream=` captures on a side stream of the current "
+                                 "device; on any GPU but the default this replays stale or all-zero data; pass "
+                                 "`stream=torch.cuda.Stream(device=...)` and replay on the same stream")
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "replay" and not node.args:
+            if _graph_like(node.func.value, ctx, self.local_graphs) and not ctx.in_with("torch.cuda.stream"):
+                ctx.report(node, "`replay()` outside `with torch.cuda.stream(s)` replays on the current stream, not "
+                                 "the per-device stream the graph was captured on")
+
+
+class DefaultStreamLaunch(Rule):
+    code = "GR404"
+
+    def __init__(self) -> None:
+        self.dlpack_names: set[str] = set()
+        self.compiled_locals: set[str] = set()
+
+    def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
+        if not isinstance(node.value, cst.Call):
+            return
+        callee = ctx.qualname(node.value.func) or ""
+        for target in node.targets:
+            if not isinstance(target.target, cst.Name):
+                continue
+            if callee.endswith("from_dlpack"):
+                self.dlpack_names.add(target.target.value)
+            elif callee.endswith("cute.compile"):
+                self.compiled_locals.add(target.target.value)
+
+    def _is_dlpack(self, arg: cst.BaseExpression, ctx: RuleContext) -> bool:
+        if isinstance(arg, cst.Name):
+            return arg.value in self.dlpack_names
+        if isinstance(arg, cst.Call):
+            return (ctx.qualname(arg.func) or "").endswith("from_dlpack") or (
+                isinstance(arg.func, cst.Attribute) and arg.func.attr.value == "mark_layout_dynamic"
+                and self._is_dlpack(arg.func.value, ctx)
+            )
+        return False
+
+    def _is_compiled(self, func: cst.BaseExpression, ctx: RuleContext) -> bool:
+        if isinstance(func, cst.Name):
+            return func.value in self.compiled_locals or func.value in ctx.facts.compiled_names
+        attr = self_attr(func)
+        return attr is not None and attr in ctx.facts.compiled_names
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        callee = ctx.qualname(node.func) or ""
+        if callee.endswith(("from_dlpack", "compile")) or not node.args:
+            return
+        all_dlpack = all(self._is_dlpack(a.value, ctx) for a in node.args)
+        if not (all_dlpack or self._is_compiled(node.func, ctx)):
+            return
+        has_stream = any(
+            (a.keyword is not None and "stream" in a.keyword.value) or "stream" in cst.Module([]).code_for_node(a.value).lower()
+            for a in node.args
+        )
+        if not has_stream:
+            ctx.report(node, "a compiled CuTeDSL kernel called without a stream runs on the default stream: during "
+                             "capture it executes eagerly and escapes the graph ('The CUDA Graph is empty'); pass "
+                             "`cuda.CUstream(torch.cuda.current_stream().cuda_stream)`")

@@ -1,0 +1,90 @@
+"""GR201-GR203: output shapes that depend on device data."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from graphready.lint.context import RuleContext
+from graphready.lint.rules.base import Rule
+from graphready.lint.tensors import BOOL, SCALAR, keyword, positional
+
+DYNAMIC_OPS = {"nonzero", "bincount", "unique", "unique_consecutive", "masked_select", "argwhere"}
+ADVICE = {
+    "nonzero": "use `torch.nonzero_static(x, size=N)` or keep a fixed-size mask",
+    "argwhere": "use `torch.nonzero_static(x, size=N)` or keep a fixed-size mask",
+    "bincount": "use `buf.zero_().scatter_add_(0, idx, ones)` into a preallocated fixed-size buffer",
+    "unique": "keep fixed-size outputs (sort + mask) instead of compacting",
+    "unique_consecutive": "keep fixed-size outputs (sort + mask) instead of compacting",
+    "masked_select": "use `torch.where(mask, x, 0)` and keep the full shape",
+}
+
+
+class DynamicShape(Rule):
+    code = "GR201"
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        name = ctx.qualname(node.func) or ""
+        op = None
+        if name.startswith("torch.") and name.count(".") == 1:
+            op = name.split(".")[1]
+        elif isinstance(node.func, cst.Attribute) and ctx.env.kind(node.func.value) != SCALAR:
+            if ctx.qualname(node.func.value) != "torch":
+                op = node.func.attr.value
+        if op in DYNAMIC_OPS:
+            ctx.report(node, f"`{op}` returns a tensor sized by the data, which a graph cannot replay; {ADVICE[op]}")
+        elif op == "where" and name == "torch.where" and len(node.args) == 1:
+            ctx.report(node, "one-argument `torch.where(cond)` is `nonzero`: its size depends on the data; "
+                             "use `torch.nonzero_static` or the three-argument form")
+        elif op == "repeat_interleave" and keyword(node, "output_size") is None:
+            args = positional(node)
+            repeats = keyword(node, "repeats") or (args[1] if name == "torch.repeat_interleave" and len(args) > 1
+                                                   else args[0] if name != "torch.repeat_interleave" and args else None)
+            if repeats is not None and ctx.env.is_tensor(repeats):
+                ctx.report(node, "`repeat_interleave` with tensor repeats and no `output_size=` sizes its output by "
+                                 "the data; pass `output_size`")
+
+
+class BoolMaskIndex(Rule):
+    code = "GR202"
+
+    def visit_Subscript(self, node: cst.Subscript, ctx: RuleContext) -> None:
+        if ctx.env.kind(node.value) == SCALAR:
+            return
+        for element in node.slice:
+            if isinstance(element.slice, cst.Index) and ctx.env.kind(element.slice.value) == BOOL:
+                ctx.report(node, "indexing with a boolean mask produces a data-dependent shape (it calls `nonzero`); "
+                                 "use `torch.where(mask, value, x)` or `masked_fill_`")
+                return
+
+
+class TensorSlice(Rule):
+    code = "GR203"
+    MESSAGE = "a {what} taken from a device tensor needs its value on the host; slice with Python ints " \
+              "and mask the rest"
+
+    def visit_Subscript(self, node: cst.Subscript, ctx: RuleContext) -> None:
+        for element in node.slice:
+            part = element.slice
+            if isinstance(part, cst.Slice):
+                for bound in (part.lower, part.upper, part.step):
+                    if bound is not None and ctx.env.is_tensor(bound):
+                        ctx.report(bound, self.MESSAGE.format(what="slice bound"))
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        name = ctx.qualname(node.func) or ""
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else ""
+        args = positional(node)
+        if name == "torch.narrow" or (method == "narrow" and name != "torch.narrow"):
+            bounds = args[2:4] if name == "torch.narrow" else args[1:3]
+            bounds += [v for v in (keyword(node, "start"), keyword(node, "length")) if v is not None]
+            for bound in bounds:
+                if ctx.env.is_tensor(bound):
+                    ctx.report(bound, self.MESSAGE.format(what="`narrow` bound"))
+        elif method in ("split", "tensor_split") or name in ("torch.split", "torch.tensor_split"):
+            index = 1 if name.startswith("torch.") and name.count(".") == 1 else 0
+            sizes = keyword(node, "split_size_or_sections") or keyword(node, "split_size") or \
+                (args[index] if len(args) > index else None)
+            parts = [e.value for e in sizes.elements] if isinstance(sizes, (cst.List, cst.Tuple)) else [sizes]
+            for size in parts:
+                if size is not None and ctx.env.is_tensor(size):
+                    ctx.report(size, self.MESSAGE.format(what="split size"))

@@ -1,0 +1,103 @@
+"""GR101-GR103: anything that makes the host wait for or read a device value."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from graphready.lint.context import RuleContext
+from graphready.lint.rules.base import Rule
+from graphready.lint.tensors import SCALAR, device_kind, positional, keyword
+
+
+class HostSync(Rule):
+    code = "GR101"
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        if ctx.qualname(node.func) == "torch.cuda.synchronize":
+            ctx.report(node, "`torch.cuda.synchronize()` blocks the host until the GPU is idle; it cannot be captured")
+            return
+        if not isinstance(node.func, cst.Attribute):
+            return
+        method, receiver = node.func.attr.value, node.func.value
+        if ctx.env.kind(receiver) == SCALAR or ctx.env.host_status(receiver):
+            return
+        if method in ("item", "tolist", "numpy"):
+            ctx.report(node, f"`.{method}()` copies a device value to the host and waits for the GPU")
+        elif method == "cpu" and not node.args:
+            ctx.report(node, "`.cpu()` copies a device tensor to the host and waits for the GPU")
+        elif method == "to" and device_kind(keyword(node, "device") or next(iter(positional(node)), None), ctx.env) == "cpu":
+            ctx.report(node, "`.to(\"cpu\")` copies a device tensor to the host and waits for the GPU")
+        elif method == "synchronize" and ctx.qualname(receiver) != "torch.cuda":
+            ctx.report(node, "`.synchronize()` on a stream or event blocks the host; use `wait_stream`/`wait_event`")
+
+
+SCALAR_CASTS = {"int", "float", "bool", "complex"}
+TEXT_CALLS = {"print", "str", "repr", "format"}
+
+
+class ImplicitScalar(Rule):
+    code = "GR102"
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        name = ctx.qualname(node.func)
+        if name is None:
+            return
+        args = [a.value for a in node.args]
+        tensors = [a for a in args if ctx.env.is_tensor(a)]
+        if not tensors:
+            return
+        if name in SCALAR_CASTS and ctx.env.is_tensor(args[0]):
+            ctx.report(node, f"`{name}(tensor)` reads the device value on the host (an implicit `.item()`)")
+        elif name.startswith("math."):
+            ctx.report(node, f"`{name}()` of a tensor converts it to a Python number (an implicit `.item()`)")
+        elif name in TEXT_CALLS:
+            ctx.report(node, f"`{name}()` of a tensor formats its values on the host, syncing with the GPU")
+        elif name == "range":
+            ctx.report(node, "`range()` of a tensor reads its value on the host; loop bounds must be Python ints")
+
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression, ctx: RuleContext) -> None:
+        if ctx.env.is_tensor(node.expression):
+            ctx.report(node, "formatting a tensor in an f-string reads its values on the host")
+
+    def visit_For(self, node: cst.For, ctx: RuleContext) -> None:
+        if ctx.env.is_tensor(node.iter):
+            ctx.report(node.iter, "iterating a tensor on the host reads every element (one sync each)")
+
+
+BRANCH_CALLS = {"torch.equal", "torch.allclose"}
+
+
+class DeviceBranch(Rule):
+    code = "GR103"
+    MESSAGE = "branching on a tensor value reads it on the host; use `torch.where` or masking"
+
+    def _test(self, test: cst.BaseExpression, ctx: RuleContext) -> None:
+        if not isinstance(test, cst.BooleanOperation) and ctx.env.is_tensor(test):
+            ctx.report(test, self.MESSAGE)
+
+    def visit_If(self, node: cst.If, ctx: RuleContext) -> None:
+        self._test(node.test, ctx)
+
+    def visit_While(self, node: cst.While, ctx: RuleContext) -> None:
+        self._test(node.test, ctx)
+
+    def visit_Assert(self, node: cst.Assert, ctx: RuleContext) -> None:
+        self._test(node.test, ctx)
+
+    def visit_IfExp(self, node: cst.IfExp, ctx: RuleContext) -> None:
+        self._test(node.test, ctx)
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation, ctx: RuleContext) -> None:
+        for operand in (node.left, node.right):
+            if not isinstance(operand, cst.BooleanOperation) and ctx.env.is_tensor(operand):
+                ctx.report(operand, "`and`/`or` on a tensor reads its truth value on the host; use `&`/`|`")
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation, ctx: RuleContext) -> None:
+        if isinstance(node.operator, cst.Not) and ctx.env.is_tensor(node.expression):
+            ctx.report(node, "`not` on a tensor reads its truth value on the host; use `~` or `torch.logical_not`")
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        name = ctx.qualname(node.func)
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        if name in BRANCH_CALLS or (method in ("equal", "allclose") and ctx.env.is_tensor(node.func.value)):
+            ctx.report(node, f"`{name or method}` returns a Python bool, so it syncs with the GPU")

@@ -1,0 +1,400 @@
+"""Is this expression a device tensor?": the inference every rule relies on.
+
+Flow-insensitive and per function: a name is a tensor if any assignment makes it one. Kinds are
+TENSOR, BOOL (a boolean tensor, for mask indexing), SCALAR (plainly Python: shapes, lengths,
+dtypes, `x.numel()`) and None (unknown: never enough to fire a rule that needs a tensor).
+Host (CPU) tensors are tracked separately, for pageable host-to-device copies.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from graphready.lint.resolve import ImportMap
+
+TENSOR, BOOL, SCALAR = "tensor", "bool", "scalar"
+PAGEABLE, PINNED = "pageable", "pinned"
+
+NON_TENSOR_METHODS = {
+    "item", "tolist", "size", "dim", "numel", "nelement", "element_size", "data_ptr", "stride",
+    "is_contiguous", "is_floating_point", "is_complex", "get_device", "storage_offset", "numpy",
+    "untyped_storage", "is_pinned", "is_set_to", "__len__", "type", "synchronize", "record", "query",
+    "record_event", "wait_event", "wait_stream", "keys", "items", "append", "extend", "get",
+}
+METADATA_ATTRS = {
+    "shape", "dtype", "device", "ndim", "is_cuda", "is_cpu", "layout", "requires_grad", "is_leaf",
+    "names", "itemsize", "nbytes", "is_sparse", "is_quantized", "is_meta",
+}
+TENSOR_ATTRS = {"T", "mT", "H", "mH", "data", "real", "imag", "grad", "values", "indices"}
+BOOL_OPS = {
+    "bool", "isnan", "isinf", "isfinite", "eq", "ne", "gt", "ge", "lt", "le", "greater", "less",
+    "greater_equal", "less_equal", "not_equal", "logical_and", "logical_or", "logical_not",
+    "logical_xor", "any", "all", "isin", "isclose", "signbit", "isneginf", "isposinf",
+}
+NON_TENSOR_TORCH = {
+    "is_tensor", "is_storage", "device", "dtype", "Size", "get_default_dtype", "set_default_dtype",
+    "manual_seed", "numel", "is_grad_enabled", "no_grad", "enable_grad", "inference_mode",
+    "set_grad_enabled", "compile", "finfo", "iinfo", "typename", "is_floating_point", "is_complex",
+    "result_type", "promote_types", "can_cast", "get_num_threads", "set_num_threads", "Generator",
+    "Stream", "Event", "broadcast_shapes", "equal", "allclose", "use_deterministic_algorithms",
+    "set_printoptions", "get_device", "is_nonzero", "cond",
+}
+NON_TENSOR_TORCH_PREFIXES = (
+    "torch.cuda.", "torch.backends.", "torch.distributed.", "torch.jit.", "torch.compiler.",
+    "torch._dynamo.", "torch.library.", "torch.utils.", "torch.autograd.", "torch.testing.",
+    "torch.fx.", "torch.profiler.", "torch.nn.Module", "torch.multiprocessing.", "torch.export.",
+)
+FACTORIES = {
+    "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "rand", "randn", "randint",
+    "randperm", "tensor", "as_tensor", "empty_strided", "eye", "from_numpy", "asarray",
+}
+DEVICE_EXPRESSIONS = (cst.SimpleString, cst.FormattedString, cst.Call, cst.Subscript)
+LOCK_TYPES = {
+    "threading.Lock", "threading.RLock", "threading.Condition", "threading.Semaphore",
+    "threading.BoundedSemaphore", "multiprocessing.Lock", "multiprocessing.RLock",
+}
+PYTHON_SCALAR_BUILTINS = {"len", "int", "float", "bool", "str", "round", "abs", "min", "max", "sum", "range", "isinstance", "hash", "id"}
+
+
+def is_tensor_callee(name: str) -> bool:
+    """A module-level `X = torch.something(...)` makes X a tensor global."""
+    short = name.rsplit(".", 1)[-1]
+    return (
+        name.startswith("torch.")
+        and not name.startswith(NON_TENSOR_TORCH_PREFIXES)
+        and not (name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."))
+        and short not in NON_TENSOR_TORCH
+        and short[:1].islower()
+    )
+
+
+def dotted(node: cst.CSTNode) -> str | None:
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def self_attr(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
+def keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def positional(call: cst.Call) -> list[cst.BaseExpression]:
+    return [a.value for a in call.args if a.keyword is None and not a.star]
+
+
+def string_value(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value if isinstance(node.evaluated_value, str) else None
+    return None
+
+
+def is_true(node: cst.CSTNode | None) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+class Facts:
+    """What is known outside the current function: class attributes, module globals, callees."""
+
+    def __init__(self, names: ImportMap):
+        self.names = names
+        self.tensor_attrs: set[str] = set()
+        self.bool_attrs: set[str] = set()
+        self.host_attrs: dict[str, str] = {}
+        self.tensor_globals: set[str] = set()
+        self.tensor_functions: set[str] = set()  # dotted names of functions annotated -> Tensor
+
+
+class TensorEnv:
+    """Kinds of local names in one function, on top of class/module facts."""
+
+    def __init__(self, facts: Facts):
+        self.facts = facts
+        self.locals: dict[str, str] = {}
+        self.host: dict[str, str] = {}
+        self.device_names: dict[str, str] = {}  # local names bound to a device expression
+
+    def qualname(self, node: cst.CSTNode) -> str | None:
+        name = dotted(node)
+        return self.facts.names.resolve_dotted(name) if name else None
+
+    # -- learning -----------------------------------------------------------------------
+    def learn_function(self, func: cst.FunctionDef) -> None:
+        for param in [*func.params.posonly_params, *func.params.params, *func.params.kwonly_params]:
+            if param.annotation is not None:
+                kind = self.annotation_kind(param.annotation.annotation)
+                if kind:
+                    self.locals[param.name.value] = kind
+        assignments = _Assignments()
+        func.body.visit(assignments)
+        for _ in range(3):  # a few passes settle chains like a = f(x); b = a + 1
+            before = (dict(self.locals), dict(self.host))
+            for targets, value in assignments.pairs:
+                self._learn(targets, value)
+            for target, iterable in assignments.loops:
+                if isinstance(target, cst.Name) and self.kind(iterable) in (TENSOR, BOOL):
+                    self.locals[target.value] = TENSOR
+            if before == (self.locals, self.host):
+                break
+
+    def annotation_kind(self, annotation: cst.BaseExpression) -> str | None:
+        text = cst.Module([]).code_for_node(annotation)
+        if "Tensor" in text and "list" not in text.lower() and "tuple" not in text.lower():
+            return TENSOR
+        if text in ("int", "float", "bool", "str"):
+            return SCALAR
+        return None
+
+    def _learn(self, targets: list[cst.BaseExpression], value: cst.BaseExpression | None) -> None:
+        if value is None:
+            return
+        kind = self.kind(value)
+        host = self.host_status(value)
+        for target in targets:
+            names = [target]
+            if isinstance(target, (cst.Tuple, cst.List)):
+                names = [e.value for e in target.elements]
+            for name in names:
+                if not isinstance(name, cst.Name):
+                    continue
+                if kind in (TENSOR, BOOL):
+                    if self.locals.get(name.value) != BOOL:
+                        self.locals[name.value] = kind
+                elif kind == SCALAR and name.value not in self.locals and len(names) == 1:
+                    self.locals[name.value] = SCALAR
+                if host and len(names) == 1:
+                    self.host[name.value] = host
+                if len(names) == 1 and isinstance(value, DEVICE_EXPRESSIONS):
+                    device = device_kind(value, self)
+                    if device:
+                        self.device_names[name.value] = device
+
+    # -- queries -----------------------------------------------------------------------
+    def is_tensor(self, node: cst.CSTNode) -> bool:
+        return self.kind(node) in (TENSOR, BOOL)
+
+    def kind(self, node: cst.CSTNode) -> str | None:
+        if isinstance(node, cst.Name):
+            if node.value in self.locals:
+                return self.locals[node.value]
+            if node.value in self.facts.tensor_globals:
+                return TENSOR
+            if node.value in ("True", "False", "None"):
+                return SCALAR
+            return None
+        if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.FormattedString,
+                             cst.ConcatenatedString)):
+            return SCALAR
+        if isinstance(node, cst.Attribute):
+            attr = node.attr.value
+            owner = self_attr(node)
+            if owner is not None:
+                if owner in self.facts.bool_attrs:
+                    return BOOL
+                return TENSOR if owner in self.facts.tensor_attrs else None
+            if attr in METADATA_ATTRS:
+                return SCALAR
+            base = self.kind(node.value)
+            if base in (TENSOR, BOOL) and attr in TENSOR_ATTRS:
+                return TENSOR
+            name = self.qualname(node)
+            if name and name.startswith("torch.") and name.split(".")[-1][:1].islower() and name.count(".") == 1:
+                return SCALAR  # torch.float32, torch.bool, ...
+            return None
+        if isinstance(node, cst.Call):
+            return self._call_kind(node)
+        if isinstance(node, cst.BinaryOperation):
+            left, right = self.kind(node.left), self.kind(node.right)
+            if isinstance(node.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)) and BOOL in (left, right):
+                return BOOL
+            if TENSOR in (left, right) or BOOL in (left, right):
+                return TENSOR
+            if left == SCALAR and right == SCALAR:
+                return SCALAR
+            return None
+        if isinstance(node, cst.UnaryOperation):
+            if isinstance(node.operator, cst.Not):
+                return SCALAR
+            return self.kind(node.expression)
+        if isinstance(node, cst.Comparison):
+            if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in node.comparisons):
+                return SCALAR
+            operands = [node.left, *(c.comparator for c in node.comparisons)]
+            return BOOL if any(self.is_tensor(o) for o in operands) else SCALAR
+        if isinstance(node, cst.Subscript):
+            base = node.value
+            if isinstance(base, cst.Attribute) and base.attr.value in ("shape", "stride"):
+                return SCALAR
+            if isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in ("size", "stride"):
+                return SCALAR
+            base_kind = self.kind(base)
+            return base_kind if base_kind in (TENSOR, BOOL) else None
+        if isinstance(node, cst.IfExp):
+            kinds = {self.kind(node.body), self.kind(node.orelse)}
+            return TENSOR if kinds & {TENSOR, BOOL} else None
+        return None
+
+    def _call_kind(self, call: cst.Call) -> str | None:
+        func = call.func
+        if isinstance(func, cst.Attribute) and self_attr(func) is None:
+            method = func.attr.value
+            receiver = self.kind(func.value)
+            if receiver in (TENSOR, BOOL):
+                if method in NON_TENSOR_METHODS:
+                    return SCALAR
+                if method in BOOL_OPS:
+                    return BOOL
+                if method == "to" and _dtype_is_bool(call, self):
+                    return BOOL
+                return TENSOR
+        name = self.qualname(func)
+        if name is None:
+            return None
+        short = name.rsplit(".", 1)[-1]
+        if name in PYTHON_SCALAR_BUILTINS:
+            return SCALAR
+        if name.startswith("torch."):
+            if name.startswith(NON_TENSOR_TORCH_PREFIXES) or short in NON_TENSOR_TORCH:
+                return SCALAR if short in ("equal", "allclose", "is_tensor", "numel", "is_nonzero") else None
+            if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
+                return None
+            if short[:1].isupper() and short != "Tensor":
+                return None
+            if short in BOOL_OPS or _dtype_is_bool(call, self):
+                return BOOL
+            return TENSOR
+        if name.startswith("math."):
+            return SCALAR
+        if name in self.facts.tensor_functions:
+            return TENSOR
+        return None
+
+    def host_status(self, node: cst.CSTNode) -> str | None:
+        """PAGEABLE / PINNED for host (CPU) tensors, None otherwise or unknown."""
+        if isinstance(node, cst.Name):
+            return self.host.get(node.value)
+        owner = self_attr(node)
+        if owner is not None:
+            return self.facts.host_attrs.get(owner)
+        if not isinstance(node, cst.Call):
+            return None
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method == "pin_memory":
+                return PINNED
+            if method == "cpu":
+                return PAGEABLE
+            if method == "to" and device_kind(_device_arg(node), self) == "cpu":
+                return PAGEABLE
+            if method in ("view", "reshape", "flatten", "contiguous", "unsqueeze", "squeeze", "long", "int", "float"):
+                return self.host_status(func.value)
+        name = self.qualname(func)
+        if name and name.startswith("torch.") and name.rsplit(".", 1)[-1] in FACTORIES:
+            device = keyword(node, "device")
+            if device is not None and device_kind(device, self) != "cpu":
+                return None
+            return PINNED if is_true(keyword(node, "pin_memory")) else PAGEABLE
+        return None
+
+
+def _dtype_is_bool(call: cst.Call, env: TensorEnv) -> bool:
+    dtype = keyword(call, "dtype")
+    if dtype is None and call.args and isinstance(call.func, cst.Attribute) and call.func.attr.value == "to":
+        dtype = call.args[0].value
+    return dtype is not None and env.qualname(dtype) == "torch.bool"
+
+
+def _device_arg(call: cst.Call) -> cst.BaseExpression | None:
+    device = keyword(call, "device")
+    if device is not None:
+        return device
+    args = positional(call)
+    return args[0] if args else None
+
+
+def device_kind(node: cst.CSTNode | None, env: TensorEnv, depth: int = 0) -> str | None:
+    """'cpu', 'cuda' (current device), 'explicit' (a fixed device index), 'device' (some device), or None."""
+    if node is None or depth > 4:
+        return None
+    text = string_value(node)
+    if text is not None:
+        if text.startswith("cpu"):
+            return "cpu"
+        if text.startswith("cuda:"):
+            return "explicit"
+        return "cuda" if text.startswith("cuda") else None
+    if isinstance(node, cst.FormattedString):
+        head = node.parts[0] if node.parts else None
+        if isinstance(head, cst.FormattedStringText) and head.value.startswith("cuda"):
+            return "explicit"
+        return None
+    if isinstance(node, cst.Call):
+        name = env.qualname(node.func)
+        if name == "torch.device":
+            args = positional(node)
+            first = device_kind(args[0], env, depth + 1) if args else None
+            if len(args) >= 2 or keyword(node, "index") is not None:
+                return "explicit"
+            return first
+        return None
+    if isinstance(node, cst.Subscript):
+        base = dotted(node.value) or ""
+        return "explicit" if "dev" in base.rsplit(".", 1)[-1].lower() else None
+    if isinstance(node, cst.Name) and node.value in env.device_names:
+        return env.device_names[node.value]
+    name = dotted(node) or ""
+    last = name.rsplit(".", 1)[-1].lower()
+    if name and env.qualname(node) and (env.qualname(node) or "").startswith("torch.") and last != "device":
+        return None  # torch.float16 and friends are dtypes
+    if last == "device" or last.endswith("_device") or last in ("dev", "device_id"):
+        return "device"
+    if env.is_tensor(node):
+        return "device"
+    return None
+
+
+class _Assignments(cst.CSTVisitor):
+    """Assignment pairs and for-loop targets in a function body, not in nested scopes."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[list[cst.BaseExpression], cst.BaseExpression | None]] = []
+        self.loops: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.pairs.append(([t.target for t in node.targets], node.value))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self.pairs.append(([node.target], node.value))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.pairs.append(([node.target], cst.BinaryOperation(node.target, cst.Add(), node.value)))
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self.pairs.append(([node.target], node.value))
+
+    def visit_For(self, node: cst.For) -> None:
+        self.loops.append((node.target, node.iter))
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self.pairs.append(([node.asname.name], node.item))
