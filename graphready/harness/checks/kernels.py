@@ -1,0 +1,91 @@
+"""GD202 escaped-kernels: compare the kernels an eager step launches with those the graph holds.
+
+A kernel launched on another stream during capture (a CuTeDSL kernel called without its
+`stream` argument, a launch on the legacy default stream) runs once, eagerly, and is missing
+from the graph: replay silently skips it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any, Callable
+
+import torch
+
+CU_GRAPH_NODE_TYPE_KERNEL = 0
+_NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")
+
+
+def eager_kernel_count(step: Callable[[], Any]) -> int | None:
+    """Kernels one eager step launches, counted by the CUDA profiler (None if it is unavailable)."""
+    try:
+        from torch.autograd import DeviceType
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        events = prof.events()
+    except Exception:
+        return None
+    return sum(
+        1
+        for event in events
+        if event.device_type == DeviceType.CUDA and not event.name.startswith(_NOT_KERNELS)
+    )
+
+
+@functools.cache
+def _driver() -> ctypes.CDLL | None:
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    lib.cuGraphGetNodes.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]
+    lib.cuGraphGetNodes.restype = ctypes.c_int
+    lib.cuGraphNodeGetType.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    lib.cuGraphNodeGetType.restype = ctypes.c_int
+    return lib
+
+
+def graph_kernel_count(graph: torch.cuda.CUDAGraph) -> int | None:
+    """Kernel nodes in a captured graph, read from its cudaGraph_t through the driver API."""
+    lib = _driver()
+    raw = getattr(graph, "raw_cuda_graph", None)
+    if lib is None or raw is None:
+        return None
+    try:
+        handle = ctypes.c_void_p(raw())
+    except RuntimeError:  # the graph was not kept (torch built without keep_graph)
+        return None
+    count = ctypes.c_size_t(0)
+    if lib.cuGraphGetNodes(handle, None, ctypes.byref(count)) != 0:
+        return None
+    nodes = (ctypes.c_void_p * max(count.value, 1))()
+    if count.value and lib.cuGraphGetNodes(handle, nodes, ctypes.byref(count)) != 0:
+        return None
+    kernels = 0
+    node_type = ctypes.c_int(-1)
+    for i in range(count.value):
+        if lib.cuGraphNodeGetType(nodes[i], ctypes.byref(node_type)) != 0:
+            return None
+        kernels += node_type.value == CU_GRAPH_NODE_TYPE_KERNEL
+    return kernels
+
+
+def replay_kernel_count(replay: Callable[[], None]) -> int | None:
+    """Fallback when the graph's nodes cannot be read: the kernels one replay executes."""
+    return eager_kernel_count(replay)
+
+
+def escaped_message(eager: int, graph: int) -> str:
+    if graph == 0:
+        return (
+            f"the captured graph is empty but the eager step launches {eager} kernels: they ran on "
+            "another stream during capture and replay skips them (pass the current stream to the kernel)"
+        )
+    return (
+        f"the graph holds {graph} kernels but the eager step launches {eager}: {eager - graph} ran on "
+        "another stream during capture and replay skips them (pass the current stream to the kernel)"
+    )

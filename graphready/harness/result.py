@@ -1,0 +1,113 @@
+"""What checking one unit produced, in a form that crosses the worker-process boundary as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from graphready.findings import Finding, Severity
+
+# The check codes and their names: a public contract shared with the rule catalog (rules/GD*.toml).
+CHECK_NAMES = {
+    "GD101": "sync",
+    "GD201": "capture-failed",
+    "GD202": "escaped-kernels",
+    "GD301": "replay-mismatch",
+    "GD302": "replay-degenerate",
+    "GD303": "replay-unstable",
+    "GD304": "freed-input",
+    "GD401": "memory-growth",
+    "GD402": "capture-alloc",
+    "GD501": "device-stream",
+}
+
+PASS, FAIL, ERROR = "pass", "fail", "error"
+
+
+def make_finding(
+    rule: str,
+    message: str,
+    *,
+    unit: str,
+    path: str,
+    line: int,
+    severity: Severity = Severity.ERROR,
+) -> Finding:
+    return Finding(
+        path=path,
+        line=max(int(line), 0),
+        column=0,
+        rule=rule,
+        name=CHECK_NAMES[rule],
+        severity=severity,
+        message=message,
+        unit=unit,
+    )
+
+
+@dataclass
+class UnitResult:
+    """A unit's verdict, its findings and its measurements (None where a phase did not run)."""
+
+    name: str
+    device: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None  # the unit could not be checked to the end (crash, hang, eager failure)
+    capture: str | None = None  # "ok", "failed", or None when capture was never attempted
+    eager_ms: float | None = None
+    replay_ms: float | None = None
+    kernels: int | None = None  # kernels per eager step
+    graph_kernels: int | None = None
+    capture_alloc_bytes: int | None = None
+    memory_growth_bytes: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def status(self, fail_on: Severity = Severity.WARNING) -> str:
+        if self.error is not None:
+            return ERROR
+        if any(f.severity >= fail_on for f in self.findings):
+            return FAIL
+        return PASS
+
+    @property
+    def speedup(self) -> float | None:
+        if self.eager_ms is None or not self.replay_ms:
+            return None
+        return self.eager_ms / self.replay_ms
+
+    def unit_row(self, fail_on: Severity = Severity.WARNING) -> dict[str, Any]:
+        """The `units` entry of the JSON report."""
+        row = {
+            "name": self.name,
+            "status": self.status(fail_on),
+            "device": self.device,
+            "capture": self.capture,
+            "eager_ms": _round(self.eager_ms),
+            "replay_ms": _round(self.replay_ms),
+            "speedup": _round(self.speedup),
+            "kernels": self.kernels,
+            "graph_kernels": self.graph_kernels,
+            "capture_alloc_bytes": self.capture_alloc_bytes,
+            "findings": len(self.findings),
+        }
+        if self.error is not None:
+            row["error"] = self.error
+        if self.notes:
+            row["notes"] = list(self.notes)
+        return row
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["findings"] = [f.to_json() for f in self.findings]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "UnitResult":
+        data = dict(data)
+        findings = [Finding.from_json(f) for f in data.pop("findings", [])]
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(findings=findings, **known)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 4)

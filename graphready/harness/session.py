@@ -1,0 +1,336 @@
+"""Check one unit on one GPU, in the current process: eager checks, capture, replay checks.
+
+This runs inside a worker process (`graphready.harness.worker`): a failed capture poisons the
+process's CUDA state, so nothing after a capture attempt relies on it except this unit's report.
+Order: warm-up on a side stream, eager checks (GD101 sync, kernels, timing, GD401 growth),
+capture on an explicit stream of the unit's device under the op tracer (GD201, GD202, GD402,
+GD501), then replays against eager (GD303, GD304, GD301, GD302) and replay timing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from graphready.findings import Severity
+from graphready.harness.checks import capture as capture_check
+from graphready.harness.checks import device as device_check
+from graphready.harness.checks import freed as freed_check
+from graphready.harness.checks import kernels as kernel_check
+from graphready.harness.checks import memory as memory_check
+from graphready.harness.checks import replay as replay_check
+from graphready.harness.checks import sync as sync_check
+from graphready.harness.compare import as_outputs, clone_all, degenerate, first_difference
+from graphready.harness.frames import Location, exception_user_frame, relative_path
+from graphready.harness.result import UnitResult, make_finding
+from graphready.harness.tracer import OpTracer, storage_key, tensors_in
+from graphready.harness.unit import Unit, callable_location
+
+WARMUP_STEPS = 2
+
+
+@dataclass
+class CheckOptions:
+    steps: int = 8  # eager steps and replays for timing and growth
+    capture_alloc_limit: int = 512 * 2**20  # GD402 warns above this many bytes
+    root: Path = field(default_factory=Path.cwd)
+
+
+class UnitRun:
+    """The per-unit bookkeeping: device, streams, state snapshot, findings."""
+
+    def __init__(self, unit: Unit, device: torch.device, options: CheckOptions, on_phase: Callable[[str], None]):
+        self.unit = unit
+        self.device = device
+        self.options = options
+        self.on_phase = on_phase
+        self.result = UnitResult(name=unit.name, device=str(device))
+        path, line = callable_location(unit.fn)
+        self.fn_location = Location(relative_path(path, options.root), line)
+
+    # -- findings --------------------------------------------------------------------------------
+    def add(self, rule: str, message: str, location: Location | None, severity: Severity = Severity.ERROR) -> None:
+        location = location or self.fn_location
+        self.result.findings.append(
+            make_finding(rule, message, unit=self.unit.name, path=location.path, line=location.line, severity=severity)
+        )
+
+    # -- state -----------------------------------------------------------------------------------
+    def state_tensors(self) -> list[torch.Tensor]:
+        return tensors_in(self.unit.state()) if self.unit.state is not None else []
+
+    def restore(self, snapshot: tuple[torch.Tensor, ...]) -> None:
+        for current, saved in zip(self.state_tensors(), snapshot):
+            if current.shape == saved.shape and current.dtype == saved.dtype:
+                current.copy_(saved)
+
+    def step(self, inputs: tuple) -> tuple[torch.Tensor, ...]:
+        return as_outputs(self.unit.fn(*inputs))
+
+    def time_ms(self, run: Callable[[], Any], stream: torch.cuda.Stream) -> float:
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(stream):
+            stream.synchronize()
+            start.record(stream)
+            for _ in range(self.options.steps):
+                run()
+            end.record(stream)
+        end.synchronize()
+        return start.elapsed_time(end) / self.options.steps
+
+
+def _inputs(unit: Unit, seed: int) -> tuple:
+    inputs = unit.make_inputs(seed)
+    return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+
+
+def check_unit(
+    unit: Unit, device: torch.device, options: CheckOptions | None = None, on_phase: Callable[[str], None] = lambda _: None
+) -> UnitResult:
+    """Run every check on `unit` and return its report. Errors in the unit become findings."""
+    run = UnitRun(unit, device, options or CheckOptions(), on_phase)
+    torch.cuda.set_device(device)
+    try:
+        _check(run)
+    except _Stop:
+        pass
+    return run.result
+
+
+class _Stop(Exception):
+    """The unit cannot be checked further; the reason is already in the result."""
+
+
+def _eager_failure(run: UnitRun, phase: str, exc: BaseException) -> _Stop:
+    location = exception_user_frame(exc.__traceback__, run.options.root)
+    message = f"the unit's {phase} raised {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    run.result.error = message
+    run.add("GD201", message + "; it must run eagerly before it can be captured", location)
+    return _Stop()
+
+
+def _check(run: UnitRun) -> None:
+    unit, device, options = run.unit, run.device, run.options
+    default = torch.cuda.default_stream(device)
+    side = torch.cuda.Stream(device=device)
+    capture_stream = torch.cuda.Stream(device=device)
+
+    run.on_phase("inputs")
+    try:
+        static_inputs = _inputs(unit, 0)
+        fresh_inputs = _inputs(unit, 1)  # made now: after capture, allocations could land in freed blocks
+        state0 = clone_all(run.state_tensors())
+    except Exception as exc:
+        raise _eager_failure(run, "make_inputs/state", exc) from None
+    for what, tensors in (("input", tensors_in(static_inputs)), ("state tensor", run.state_tensors())):
+        problem = device_check.misplaced_tensors(tensors, device, what)
+        if problem:
+            path, line = callable_location(unit.make_inputs if what == "input" else unit.state)
+            run.add("GD501", problem, Location(relative_path(path, options.root), line))
+
+    # Warm-up on a side stream (lazy initialisation, autotuning, JIT compiles) before anything is measured.
+    run.on_phase("warm-up")
+    try:
+        side.wait_stream(default)
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_STEPS):
+                run.restore(state0)
+                run.step(static_inputs)
+        default.wait_stream(side)
+        torch.cuda.synchronize(device)
+    except Exception as exc:
+        raise _eager_failure(run, "eager step", exc) from None
+
+    _eager_checks(run, static_inputs, state0)
+    graph, outputs, tracer = _capture(run, static_inputs, state0, capture_stream)
+    if graph is None:
+        return
+    _replay_checks(run, graph, outputs, tracer, static_inputs, fresh_inputs, state0, capture_stream)
+
+
+def _eager_checks(run: UnitRun, inputs: tuple, state0: tuple) -> None:
+    unit, device, options = run.unit, run.device, run.options
+    default = torch.cuda.default_stream(device)
+    try:
+        run.on_phase("sync")
+        run.restore(state0)
+        for location, count in sync_check.find_syncs(lambda: run.step(inputs), options.root).items():
+            run.add("GD101", sync_check.sync_message(count), location)
+
+        run.on_phase("kernels")
+        run.restore(state0)
+        run.result.kernels = kernel_check.eager_kernel_count(lambda: run.step(inputs))
+
+        run.on_phase("eager timing")
+        run.restore(state0)
+        run.result.eager_ms = run.time_ms(lambda: run.step(inputs), default)
+
+        run.on_phase("memory growth")
+        run.restore(state0)
+        samples = memory_check.growth_samples(lambda: run.step(inputs), device, max(options.steps, 4))
+        if memory_check.keeps_growing(samples):
+            per_step = (samples[-1] - samples[0]) // (len(samples) - 1)
+            run.result.memory_growth_bytes = per_step
+            existing = {key[0] for key in map(storage_key, tensors_in((inputs, run.state_tensors()))) if key}
+            survivor_tracer = memory_check.SurvivorTracer(existing, options.root)
+            with survivor_tracer:
+                out = run.step(inputs)
+            del out
+            survivors = survivor_tracer.survivors()
+            if survivors:
+                location = max(survivors, key=lambda loc: survivors[loc])
+                where = f"; tensors made at {location.describe()} outlive the step" if location else ""
+            else:
+                location, where = None, ""
+            run.add("GD401", memory_check.growth_message(per_step, where), location)
+        run.restore(state0)
+        torch.cuda.synchronize(device)
+    except _Stop:
+        raise
+    except Exception as exc:
+        raise _eager_failure(run, "eager step", exc) from None
+
+
+def _named_storages(inputs: tuple, state: list[torch.Tensor]) -> dict[int, str]:
+    named = {}
+    for prefix, tensors in (("input", tensors_in(inputs)), ("state", state)):
+        for i, t in enumerate(tensors):
+            key = storage_key(t)
+            if key is not None:
+                named.setdefault(key[0], f"{prefix}{i}")
+    return named
+
+
+def _capture(run: UnitRun, inputs: tuple, state0: tuple, capture_stream: torch.cuda.Stream):
+    unit, device, options = run.unit, run.device, run.options
+    run.on_phase("capture")
+    run.restore(state0)
+    torch.cuda.synchronize(device)
+    state_before = [storage_key(t) for t in run.state_tensors()]
+    tracer = OpTracer(
+        device, named_storages=_named_storages(inputs, run.state_tensors()), capture_stream=capture_stream, root=options.root
+    )
+    torch.cuda.reset_peak_memory_stats(device)
+    allocated_before = torch.cuda.memory_allocated(device)
+    outcome = capture_check.capture_step(lambda: run.step(inputs), tracer, capture_stream, options.root)
+    for issue in tracer.device_issues:
+        run.add("GD501", issue.message, issue.location)
+    if not outcome.ok:
+        run.result.capture = "failed"
+        run.add("GD201", capture_check.failure_message(outcome), outcome.location)
+        return None, None, tracer
+    run.result.capture = "ok"
+
+    run.on_phase("capture analysis")
+    peak = torch.cuda.max_memory_allocated(device)
+    run.result.capture_alloc_bytes = max(peak - allocated_before, 0)
+    if run.result.capture_alloc_bytes > options.capture_alloc_limit:
+        by_line = tracer.alloc_by_line
+        top = max((loc for loc in by_line if loc is not None), key=lambda loc: by_line[loc], default=None)
+        run.add(
+            "GD402",
+            memory_check.capture_alloc_message(run.result.capture_alloc_bytes, by_line, options.capture_alloc_limit),
+            top,
+            Severity.WARNING,
+        )
+    graph = outcome.graph
+    run.result.graph_kernels = kernel_check.graph_kernel_count(graph)
+    if hasattr(graph, "instantiate"):
+        graph.instantiate()
+    if run.result.graph_kernels is None:
+        run.result.notes.append("graph nodes unreadable; counted the kernels of one replay instead")
+
+        def replay_once():
+            with torch.cuda.stream(capture_stream):
+                graph.replay()
+
+        run.result.graph_kernels = kernel_check.replay_kernel_count(replay_once)
+    eager_kernels, graph_kernels = run.result.kernels, run.result.graph_kernels
+    if eager_kernels is not None and graph_kernels is not None and graph_kernels < eager_kernels:
+        run.add("GD202", kernel_check.escaped_message(eager_kernels, graph_kernels), None)
+    elif outcome.empty_warning and eager_kernels:
+        run.add("GD202", kernel_check.escaped_message(eager_kernels, 0), None)
+    # A state tensor replaced (not written in place) during capture: the graph holds the old buffer.
+    state_after = [storage_key(t) for t in run.state_tensors()]
+    tracer.replaced_state = [
+        (i, after[0]) for i, (before, after) in enumerate(zip(state_before, state_after)) if before and after and before != after
+    ]
+    return graph, outcome.outputs, tracer
+
+
+def _replay_checks(run, graph, static_outputs, tracer, static_inputs, fresh, state0, capture_stream) -> None:
+    device, options = run.device, run.options
+    atol, rtol = run.unit.atol, run.unit.rtol
+    # The harness's own copies go to a stream of their own: the caching allocator hands a freed block
+    # only to allocations on the stream that freed it, so they cannot hide a freed graph input.
+    harness_stream = torch.cuda.Stream(device=device)
+    run.on_phase("replay")
+
+    def replay(inputs: tuple) -> tuple[tuple, tuple]:
+        for dst, src in zip(tensors_in(static_inputs), tensors_in(inputs)):
+            dst.copy_(src)
+        run.restore(state0)
+        torch.cuda.synchronize(device)
+        with torch.cuda.stream(capture_stream):
+            graph.replay()
+        capture_stream.synchronize()
+        with torch.cuda.stream(harness_stream):
+            copies = clone_all(static_outputs), clone_all(run.state_tensors())
+        harness_stream.synchronize()
+        return copies
+
+    try:
+        replayed, replayed_state = replay(fresh)
+        again, _ = replay(fresh)
+        unstable = first_difference(replayed, again, atol, rtol)
+        if unstable:
+            run.add("GD303", f"two replays of identical inputs and state differ: {unstable}", None)
+
+        run.on_phase("freed memory")
+        freed_blocks = freed_check.free_blocks(device)
+        freed_check.overwrite_free_blocks(device)
+        after_free, _ = replay(fresh)
+        changed = None if unstable else first_difference(replayed, after_free, atol, rtol)
+        freed_location = None
+        if changed:
+            record = freed_check.freed_reads(tracer.records, freed_blocks)
+            freed_location = record.location if record else None
+            run.add("GD304", freed_check.freed_message(freed_location, changed), freed_location)
+    except Exception as exc:
+        run.result.error = f"replay raised {type(exc).__name__}: {exc}"
+        run.add("GD201", f"the captured graph failed to replay: {type(exc).__name__}: {exc}", None)
+        return
+
+    run.on_phase("eager reference")
+    try:
+        run.restore(state0)
+        eager_tracer = OpTracer(device, named_storages=_named_storages(fresh, run.state_tensors()), root=options.root)
+        with eager_tracer:
+            eager = clone_all(run.step(fresh))
+        eager_state = clone_all(run.state_tensors())
+        torch.cuda.synchronize(device)
+    except Exception as exc:
+        raise _eager_failure(run, "eager step after capture", exc) from None
+
+    difference = first_difference(eager, replayed, atol, rtol) or first_difference(
+        eager_state, replayed_state, atol, rtol, what="state tensor"
+    )
+    mismatch_location, why = replay_check.explain_mismatch(tracer, eager_tracer, tracer.replaced_state)
+    if difference:
+        run.add("GD301", replay_check.mismatch_message(difference, why), mismatch_location)
+    bad_replay = degenerate(eager, replayed)
+    bad_after_free = None if bad_replay else degenerate(eager, after_free)
+    if bad_replay or bad_after_free:
+        location = mismatch_location if bad_replay else freed_location
+        what = bad_replay or f"{bad_after_free} once freed memory is overwritten"
+        run.add("GD302", f"replay output is degenerate: {what}", location)
+
+    run.on_phase("replay timing")
+    run.restore(state0)
+    run.result.replay_ms = run.time_ms(graph.replay, capture_stream)
+    run.restore(state0)
+    torch.cuda.synchronize(device)

@@ -1,0 +1,66 @@
+"""The public unit contract: what a user hands to `graphready check` for one step of work."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+
+@dataclass
+class Unit:
+    """One graph-capturable step: a layer, a decode step, a sampler.
+
+    `fn(*inputs)` runs the step and returns a tensor or a tuple of tensors. `make_inputs(seed)`
+    returns fresh tensors of fixed shapes (different seeds, different values). `state()` returns
+    the tensors `fn` mutates (KV cache, counters) so eager and replay start from the same state.
+    `device` pins the unit to one GPU (`"cuda:1"`); None means the GPU the harness assigns.
+    `atol`/`rtol` bound the replay-vs-eager difference (0 means bitwise equal).
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    make_inputs: Callable[[int], tuple]
+    state: Callable[[], Any] | None = None
+    device: Any = None
+    atol: float = 0.0
+    rtol: float = 0.0
+    origin: str | None = field(default=None, compare=False)  # target spec that built it, if any
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError("Unit name must be a non-empty string")
+        if not callable(self.fn):
+            raise TypeError(f"unit {self.name!r}: fn must be callable")
+        if not callable(self.make_inputs):
+            raise TypeError(f"unit {self.name!r}: make_inputs must be callable")
+        if self.state is not None and not callable(self.state):
+            raise TypeError(f"unit {self.name!r}: state must be callable or None")
+        if self.atol < 0 or self.rtol < 0:
+            raise ValueError(f"unit {self.name!r}: atol and rtol must be >= 0")
+
+    def device_label(self) -> str | None:
+        return None if self.device is None else str(self.device)
+
+
+def callable_location(fn: Callable[..., Any]) -> tuple[str, int]:
+    """(file, first line) of the code behind `fn`: plain functions, methods, partials, modules.
+
+    Findings with no better anchor (a crash, an escaped kernel) point here.
+    """
+    target = fn
+    for _ in range(8):
+        if isinstance(target, functools.partial):
+            target = target.func
+            continue
+        if inspect.ismethod(target) or inspect.isfunction(target):
+            break
+        forward = getattr(target, "forward", None)  # torch.nn.Module instances
+        target = forward if forward is not None else type(target).__call__
+    target = inspect.unwrap(getattr(target, "__func__", target))
+    code = getattr(target, "__code__", None)
+    if code is None:
+        return ("<unknown>", 0)
+    return (str(Path(code.co_filename)), code.co_firstlineno)

@@ -1,0 +1,74 @@
+"""GPU hazard tests: every unit of units.py is checked once per session, in parallel worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hazard_expectations import CLEAN_TWINS, HAZARDS, TARGET, marker_lines  # noqa: E402
+
+from graphready.harness.pytest_plugin import graph_unit_check, gpu_available  # noqa: E402,F401  (the fixture)
+
+# Units allocate tens of MiB at most; GD402 fires above 16 MiB so the 64 MiB hazard trips it.
+CAPTURE_ALLOC_LIMIT = 16 * 2**20
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def cuda_available() -> bool:
+    return gpu_available()
+
+
+def _verdict(result, markers) -> str:
+    if result.name in HAZARDS:
+        cls, codes = HAZARDS[result.name]
+        found = {(f.rule, f.line) for f in result.findings}
+        ok = all((code, markers.get(cls, {}).get(code)) in found for code in codes)
+        return "fires at the marked line" if ok else "MISSED"
+    return "passes" if result.status() == "pass" and not result.findings else "FALSE POSITIVE"
+
+
+def write_verdicts(results: dict, directory: Path) -> None:
+    """A markdown verdict table plus the raw results, for the closing note."""
+    from units import kernel_backend
+
+    markers = marker_lines()
+    rows = ["| unit | expected | found | status | eager ms | replay ms | kernels eager/graph | verdict |", "|---|---|---|---|---|---|---|---|"]
+    for name, result in results.items():
+        expected = ",".join(HAZARDS[name][1]) if name in HAZARDS else "-"
+        found = ",".join(sorted({f"{f.rule}@{f.line}" for f in result.findings})) or "-"
+        rows.append(
+            f"| {name} | {expected} | {found} | {result.status()} | {result.eager_ms or '-'} | {result.replay_ms or '-'} "
+            f"| {result.kernels}/{result.graph_kernels} | {_verdict(result, markers)} |"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "verdicts.md").write_text(
+        f"GD202 kernel backend: {kernel_backend()}\n\n" + "\n".join(rows) + "\n", encoding="utf-8"
+    )
+    (directory / "results.json").write_text(
+        json.dumps({name: r.to_json() for name, r in results.items()}, indent=1), encoding="utf-8"
+    )
+
+
+@pytest.fixture(scope="session")
+def hazard_results():
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    from graphready.harness.isolation import WorkerOptions, list_units
+    from graphready.harness.scheduler import run_units
+
+    options = WorkerOptions(steps=4, capture_alloc_limit=CAPTURE_ALLOC_LIMIT, timeout_s=300, root=str(REPO_ROOT))
+    units = list_units(TARGET, options)
+    results = run_units(TARGET, units, options, gpus=1, jobs=int(os.environ.get("GRAPHREADY_HAZARD_JOBS", "4")))
+    by_name = {r.name: r for r in results}
+    verdict_dir = os.environ.get("GRAPHREADY_VERDICT_DIR")
+    if verdict_dir:
+        write_verdicts(by_name, Path(verdict_dir))
+    return by_name
+
+
+__all__ = ["CLEAN_TWINS", "HAZARDS", "cuda_available", "graph_unit_check", "hazard_results"]

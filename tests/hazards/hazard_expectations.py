@@ -1,0 +1,45 @@
+"""What each hazard unit in units.py must produce, and where: read from the `# hazard:` markers."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+UNITS_FILE = Path(__file__).with_name("units.py")
+TARGET = "tests/hazards/units.py:hazard_units"
+MARKER = re.compile(r"#\s*hazard:\s*(?P<codes>GD\d{3}(?:\s*,\s*GD\d{3})*)")
+
+# hazard unit -> (class holding its markers, the codes it must raise)
+HAZARDS = {
+    "sync_item": ("PeakNormItem", ("GD101", "GD201")),
+    "sync_bincount": ("ExpertCountsBincount", ("GD101", "GD201")),
+    "sync_bool_mask": ("PositiveSumMask", ("GD101", "GD201")),
+    "sync_pageable_copy": ("PageableBias", ("GD101", "GD201")),
+    "frozen_step_counter": ("HostStepCounter", ("GD301",)),
+    "replaced_buffer": ("ReplacedRunningMean", ("GD301",)),
+    "escaped_kernel": ("StreamlessKernel", ("GD202",)),
+    "degenerate_capture_path": ("CaptureFallbackScale", ("GD302",)),
+    "unstable_dropout": ("TrainingDropout", ("GD303",)),
+    "freed_prefetch": ("PrefetchedWeight", ("GD304",)),
+    "growing_cache": ("GrowingCache", ("GD401",)),
+    "capture_alloc": ("WideTemporary", ("GD402",)),
+    "default_stream": ("DefaultStreamNorm", ("GD501",)),
+}
+CLEAN_TWINS = tuple(f"clean_{name}" for name in HAZARDS)
+
+
+def marker_lines(path: Path = UNITS_FILE) -> dict[str, dict[str, int]]:
+    """class name -> {code: line of its `# hazard: CODE` marker}."""
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    markers: dict[str, dict[str, int]] = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for lineno in range(node.lineno, node.end_lineno + 1):
+            match = MARKER.search(lines[lineno - 1])
+            if match:
+                for code in match.group("codes").split(","):
+                    markers.setdefault(node.name, {})[code.strip()] = lineno
+    return markers

@@ -1,0 +1,50 @@
+"""Every GD code fires on its hazard unit, at the marked line; every clean twin passes untouched."""
+
+from __future__ import annotations
+
+import pytest
+from hazard_expectations import CLEAN_TWINS, HAZARDS, marker_lines
+
+pytestmark = pytest.mark.gpu
+
+MARKERS = marker_lines()
+
+
+@pytest.mark.parametrize("name", sorted(HAZARDS))
+def test_hazard_fires_at_marked_line(hazard_results, name):
+    result = hazard_results[name]
+    cls, codes = HAZARDS[name]
+    assert result.status() != "pass", f"{name}: no finding"
+    found = {(f.rule, f.line) for f in result.findings}
+    for code in codes:
+        line = MARKERS[cls][code]
+        assert (code, line) in found, f"{name}: expected {code} at line {line}, got {sorted(found)}"
+
+
+@pytest.mark.parametrize("name", CLEAN_TWINS)
+def test_clean_twin_passes(hazard_results, name):
+    result = hazard_results[name]
+    assert result.error is None
+    assert result.findings == [], [f"{f.rule}@{f.line}: {f.message}" for f in result.findings]
+    assert result.status() == "pass"
+    assert result.capture == "ok"
+
+
+@pytest.mark.parametrize("name", CLEAN_TWINS)
+def test_clean_twin_reports_measurements(hazard_results, name):
+    result = hazard_results[name]
+    assert result.eager_ms is not None and result.eager_ms > 0
+    assert result.replay_ms is not None and result.replay_ms > 0
+    assert result.kernels is not None and result.kernels >= 1
+    assert result.graph_kernels == result.kernels
+
+
+def test_capture_failure_names_cuda_error(hazard_results):
+    finding = next(f for f in hazard_results["sync_item"].findings if f.rule == "GD201")
+    assert "cudaError" in finding.message
+    assert "_local_scalar_dense" in finding.message or "item" in finding.message
+
+
+def test_failed_capture_stops_the_unit_not_the_run(hazard_results):
+    assert hazard_results["sync_item"].capture == "failed"
+    assert hazard_results["clean_sync_item"].capture == "ok"

@@ -1,0 +1,26 @@
+"""The Triton stand-in for the CuTeDSL GD202 kernel: out = 2 * x, on the default or the current stream."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+BACKEND = "triton"
+BLOCK = 128
+
+
+@triton.jit
+def _double(src, dst, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offsets, tl.load(src + offsets) * 2.0)
+
+
+def double_without_stream(x: torch.Tensor, out: torch.Tensor) -> None:
+    # What a CuTeDSL kernel does when called without `stream`: launch on the default stream.
+    with torch.cuda.stream(torch.cuda.default_stream(x.device)):
+        _double[(x.numel() // BLOCK,)](x, out, BLOCK=BLOCK)
+
+
+def double_on_current_stream(x: torch.Tensor, out: torch.Tensor) -> None:
+    _double[(x.numel() // BLOCK,)](x, out, BLOCK=BLOCK)

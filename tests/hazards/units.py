@@ -1,0 +1,368 @@
+"""Hazard units for `graphready check`: for every GD code a unit that triggers it, and a clean twin.
+
+Each hazard is drawn from a failure in the DeepSeek-V4 engineering log (shared/seeds/004 unless
+noted). A line marked `# hazard: GDxxx` is where the harness must point for that code; for codes
+that have no better anchor than the step itself, the marker sits on the step's `def` line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import torch
+
+from graphready.harness import Unit
+
+N = 1024  # elements per input vector
+EXPERTS = 16
+TOKENS = 64
+KV_DIM = 256
+KV_SLOTS = 64
+
+
+def _vector(seed: int) -> tuple[torch.Tensor]:
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.randn(N, device="cuda", generator=generator),)
+
+
+def _token_ids(seed: int) -> tuple[torch.Tensor]:
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.randint(0, EXPERTS, (TOKENS,), device="cuda", generator=generator),)
+
+
+# -- GD101 / GD201: host syncs -------------------------------------------------------------------
+
+
+class PeakNormItem:
+    """mHC post block: `X.abs().max().item()` cost 122 syncs per token."""
+
+    def __init__(self) -> None:
+        self.weight = torch.linspace(0.5, 1.5, N, device="cuda")
+
+    def __call__(self, x):
+        peak = x.abs().max().item()  # hazard: GD101, GD201
+        return x * self.weight / peak
+
+
+class PeakNormDevice:
+    def __init__(self) -> None:
+        self.weight = torch.linspace(0.5, 1.5, N, device="cuda")
+
+    def __call__(self, x):
+        peak = x.abs().amax()
+        return x * self.weight / peak
+
+
+class ExpertCountsBincount:
+    """MoE routing with `torch.bincount`: a data-dependent size read back to the host (84655d0)."""
+
+    def __call__(self, ids):
+        counts = torch.bincount(ids, minlength=EXPERTS)  # hazard: GD101, GD201
+        return counts.cumsum(0)
+
+
+class ExpertCountsScatter:
+    def __init__(self) -> None:
+        self.counts = torch.zeros(EXPERTS, dtype=torch.int64, device="cuda")
+        self.ones = torch.ones(TOKENS, dtype=torch.int64, device="cuda")
+
+    def __call__(self, ids):
+        self.counts.zero_()
+        self.counts.scatter_add_(0, ids, self.ones)
+        return self.counts.cumsum(0)
+
+
+class PositiveSumMask:
+    """A boolean mask: the result's size depends on the data."""
+
+    def __call__(self, x):
+        kept = x[x > 0]  # hazard: GD101, GD201
+        return kept.sum()
+
+
+class PositiveSumWhere:
+    def __call__(self, x):
+        return torch.where(x > 0, x, 0.0).sum()
+
+
+class PageableBias:
+    """Token/position ids written from pageable host memory every step (0ca7bed)."""
+
+    def __init__(self) -> None:
+        self.bias_host = torch.linspace(-1.0, 1.0, N)
+
+    def __call__(self, x):
+        bias = self.bias_host.to(x.device)  # hazard: GD101, GD201
+        return x + bias
+
+
+class PinnedBias:
+    def __init__(self) -> None:
+        self.bias_host = torch.linspace(-1.0, 1.0, N).pin_memory()
+        self.bias = torch.empty(N, device="cuda")
+
+    def __call__(self, x):
+        self.bias.copy_(self.bias_host, non_blocking=True)
+        return x + self.bias
+
+
+# -- GD301: replay differs from eager --------------------------------------------------------------
+
+
+class HostStepCounter:
+    """A Python step counter: its value at capture is frozen into the graph."""
+
+    def __init__(self) -> None:
+        self.step = 0
+
+    def __call__(self, x):
+        self.step += 1
+        return x * math.cos(0.1 * self.step)  # hazard: GD301
+
+
+class DeviceStepCounter:
+    def __init__(self) -> None:
+        self.step = torch.zeros((), device="cuda")
+
+    def __call__(self, x):
+        self.step.add_(1)
+        return x * torch.cos(0.1 * self.step)
+
+
+class ReplacedRunningMean:
+    """A buffer replaced instead of copied into: the graph keeps the old one."""
+
+    def __init__(self) -> None:
+        self.mean = torch.zeros(N, device="cuda")
+
+    def __call__(self, x):
+        self.mean = self.mean * 0.9 + x * 0.1  # hazard: GD301
+        return self.mean
+
+
+class InPlaceRunningMean:
+    def __init__(self) -> None:
+        self.mean = torch.zeros(N, device="cuda")
+
+    def __call__(self, x):
+        self.mean.mul_(0.9).add_(x, alpha=0.1)
+        return self.mean
+
+
+# -- GD202: a kernel that escapes the graph -------------------------------------------------------
+
+
+def _sibling(name: str):
+    path = Path(__file__).with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"graphready_hazards_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _escaped_kernel_pair():
+    """A CuTeDSL kernel (Triton when nvidia-cutlass-dsl cannot load) called with and without a stream."""
+    try:
+        return _sibling("cute_kernels")
+    except Exception:  # nvidia-cutlass-dsl missing or unusable on this machine
+        return _sibling("triton_kernels")
+
+
+class StreamlessKernel:
+    """A CuTeDSL kernel launched without its `stream` argument runs on the default stream."""
+
+    def __init__(self, kernels) -> None:
+        self.kernels = kernels
+        self.out = torch.zeros(N, device="cuda")
+
+    def __call__(self, x):  # hazard: GD202
+        self.kernels.double_without_stream(x, self.out)
+        return self.out
+
+
+class StreamKernel:
+    def __init__(self, kernels) -> None:
+        self.kernels = kernels
+        self.out = torch.zeros(N, device="cuda")
+
+    def __call__(self, x):
+        self.kernels.double_on_current_stream(x, self.out)
+        return self.out
+
+
+# -- GD302: a degenerate replay --------------------------------------------------------------------
+
+
+class CaptureFallbackScale:
+    """f259d63: a capture-only path read a buffer that had been reset to None, and fell through."""
+
+    def __init__(self) -> None:
+        self.swizzled = torch.full((N,), 2.0, device="cuda")
+        self.swizzled = None  # the bug: allocated, then overwritten
+
+    def __call__(self, x):
+        if torch.cuda.is_current_stream_capturing():
+            scale = self.swizzled if self.swizzled is not None else torch.zeros_like(x)  # hazard: GD302
+        else:
+            scale = torch.full_like(x, 2.0)
+        return x * scale
+
+
+class CaptureSameScale:
+    def __init__(self) -> None:
+        self.swizzled = torch.full((N,), 2.0, device="cuda")
+
+    def __call__(self, x):
+        return x * self.swizzled
+
+
+# -- GD303: replays that disagree with each other -------------------------------------------------
+
+
+class TrainingDropout:
+    """Dropout left in training mode: every replay draws a new mask."""
+
+    def __call__(self, x):  # hazard: GD303
+        return torch.nn.functional.dropout(x, p=0.25, training=True)
+
+
+class InferenceDropout:
+    def __call__(self, x):
+        return torch.nn.functional.dropout(x, p=0.25, training=False) * 1.0
+
+
+# -- GD304: the graph reads freed memory ----------------------------------------------------------
+
+
+class PrefetchedWeight:
+    """5a98cc6: weights converted for the graph outside it and then dropped: replay read freed memory."""
+
+    def __init__(self) -> None:
+        self.weight = torch.linspace(0.5, 1.5, N, device="cuda", dtype=torch.bfloat16)
+        self.next_weight = self.weight.float()
+
+    def __call__(self, x):
+        weight = self.next_weight
+        out = x * weight  # hazard: GD304
+        self.next_weight = self.weight.float()  # prefetch for the next step; the one read above is freed
+        return out
+
+
+class KeptWeight:
+    def __init__(self) -> None:
+        self.weight = torch.linspace(0.5, 1.5, N, device="cuda", dtype=torch.bfloat16)
+        self.weight_fp32 = self.weight.float()
+
+    def __call__(self, x):
+        return x * self.weight_fp32
+
+
+# -- GD401 / GD402: memory -------------------------------------------------------------------------
+
+
+class GrowingCache:
+    """P3: compressed KV appended with torch.cat every step grew without bound."""
+
+    def __init__(self) -> None:
+        self.cache = torch.zeros(0, KV_DIM, device="cuda")
+
+    def __call__(self, x):
+        self.cache = torch.cat([self.cache, x[:KV_DIM][None]])  # hazard: GD401
+        return self.cache.sum(0)
+
+
+class RingCache:
+    def __init__(self) -> None:
+        self.cache = torch.zeros(KV_SLOTS, KV_DIM, device="cuda")
+        self.position = torch.zeros(1, dtype=torch.int64, device="cuda")
+
+    def __call__(self, x):
+        self.cache.index_copy_(0, self.position, x[:KV_DIM][None])
+        self.position.add_(1).remainder_(KV_SLOTS)
+        return self.cache.sum(0)
+
+
+WIDE_ROWS = 16384  # 16384 x 1024 fp32 = 64 MiB
+
+
+class WideTemporary:
+    """e7766254: GEMM outputs allocated per call inside the capture."""
+
+    def __call__(self, x):
+        wide = x.expand(WIDE_ROWS, N).contiguous()  # hazard: GD402
+        return wide.sum(0)
+
+
+class WidePreallocated:
+    def __init__(self) -> None:
+        self.wide = torch.empty(WIDE_ROWS, N, device="cuda")
+        self.out = torch.empty(N, device="cuda")
+
+    def __call__(self, x):
+        self.wide.copy_(x.expand(WIDE_ROWS, N))
+        return torch.sum(self.wide, 0, out=self.out)
+
+
+# -- GD501: streams and devices --------------------------------------------------------------------
+
+
+class DefaultStreamNorm:
+    """Work pinned to the default stream (where the log's eager attention ran) escapes the capture stream."""
+
+    def __call__(self, x):
+        with torch.cuda.stream(torch.cuda.default_stream(x.device)):
+            y = torch.nn.functional.layer_norm(x, (N,))  # hazard: GD501
+        return y
+
+
+class CurrentStreamNorm:
+    def __call__(self, x):
+        return torch.nn.functional.layer_norm(x, (N,))
+
+
+# -- the targets -----------------------------------------------------------------------------------
+
+
+def _unit(name: str, fn, make_inputs=_vector, state=None) -> Unit:
+    return Unit(name, fn, make_inputs, state=state)
+
+
+def hazard_units() -> list[Unit]:
+    kernels = _escaped_kernel_pair()
+    counter, mean, cache, ring = HostStepCounter(), ReplacedRunningMean(), GrowingCache(), RingCache()
+    device_counter, inplace_mean = DeviceStepCounter(), InPlaceRunningMean()
+    return [
+        _unit("sync_item", PeakNormItem()),
+        _unit("clean_sync_item", PeakNormDevice()),
+        _unit("sync_bincount", ExpertCountsBincount(), _token_ids),
+        _unit("clean_sync_bincount", ExpertCountsScatter(), _token_ids),
+        _unit("sync_bool_mask", PositiveSumMask()),
+        _unit("clean_sync_bool_mask", PositiveSumWhere()),
+        _unit("sync_pageable_copy", PageableBias()),
+        _unit("clean_sync_pageable_copy", PinnedBias()),
+        _unit("frozen_step_counter", counter),
+        _unit("clean_frozen_step_counter", device_counter, state=lambda: (device_counter.step,)),
+        _unit("replaced_buffer", mean, state=lambda: (mean.mean,)),
+        _unit("clean_replaced_buffer", inplace_mean, state=lambda: (inplace_mean.mean,)),
+        _unit("escaped_kernel", StreamlessKernel(kernels)),
+        _unit("clean_escaped_kernel", StreamKernel(kernels)),
+        _unit("degenerate_capture_path", CaptureFallbackScale()),
+        _unit("clean_degenerate_capture_path", CaptureSameScale()),
+        _unit("unstable_dropout", TrainingDropout()),
+        _unit("clean_unstable_dropout", InferenceDropout()),
+        _unit("freed_prefetch", PrefetchedWeight()),
+        _unit("clean_freed_prefetch", KeptWeight()),
+        _unit("growing_cache", cache),
+        _unit("clean_growing_cache", ring, state=lambda: (ring.cache, ring.position)),
+        _unit("capture_alloc", WideTemporary()),
+        _unit("clean_capture_alloc", WidePreallocated()),
+        _unit("default_stream", DefaultStreamNorm()),
+        _unit("clean_default_stream", CurrentStreamNorm()),
+    ]
+
+
+def kernel_backend() -> str:
+    """Which DSL the GD202 case uses on this machine: 'cutedsl' or 'triton'."""
+    return _escaped_kernel_pair().BACKEND
