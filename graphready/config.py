@@ -65,7 +65,7 @@ def _check_hot_path(pattern: str) -> str:
     return pattern
 
 
-def _parse_table(table: dict, root: Path, source: Path | None) -> Config:
+def parse_table(table: dict, root: Path, source: Path | None) -> Config:
     config = Config(root=root, source=source)
     for key, value in table.items():
         if key == "hot-paths":
@@ -126,4 +126,4 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
     table = data.get("tool", {}).get("graphready", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: [tool.graphready] must be a table")
-    return _parse_table(table, pyproject.parent.resolve(), pyproject)
+    return parse_table(table, pyproject.parent.resolve(), pyproject)

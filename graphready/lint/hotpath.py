@@ -111,8 +111,12 @@ class Project:
             return self._instance_call(site.target, site.method)
         if own_class is None:
             return None
-        if site.kind == "self":
-            return self.find_method(own_class, site.target)
+        if site.kind == "self":  # self.m(...): a method, or calling the object held in self.m
+            method = self.find_method(own_class, site.target)
+            if method:
+                return method
+            attr_class = self.class_attr_type(own_class, site.target, elements=False)
+            return self._instance_call(attr_class, "__call__") if attr_class else None
         if site.kind == "super":
             found = self.class_named(own_class)
             for base in found[0].bases if found else []:

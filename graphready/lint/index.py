@@ -180,6 +180,17 @@ class _FunctionScanner:
         return CallSite(line, "name", resolved, capture=capture) if resolved else None
 
 
+MODULE_CHAIN_METHODS = {"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"}
+
+
+def _unwrap_module_chain(value: ast.AST) -> ast.AST:
+    """`Model(...).to(dev).eval()` -> `Model(...)`: these methods return the module itself."""
+    while (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+           and value.func.attr in MODULE_CHAIN_METHODS and isinstance(value.func.value, ast.Call)):
+        value = value.func.value
+    return value
+
+
 def _looks_like_class(dotted: str) -> bool:
     return dotted.rsplit(".", 1)[-1][:1].isupper()
 
@@ -305,7 +316,7 @@ class _ModuleIndexer:
                 attr = _self_attr(target)
                 if not attr or node.value is None:
                     continue
-                value = node.value
+                value = _unwrap_module_chain(node.value)
                 if isinstance(value, ast.Name) and params.get(value.id):
                     info.attr_types.setdefault(attr, params[value.id])
                 elif isinstance(value, ast.Call):

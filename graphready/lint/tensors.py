@@ -13,6 +13,7 @@ import libcst as cst
 from graphready.lint.resolve import ImportMap
 
 TENSOR, BOOL, SCALAR = "tensor", "bool", "scalar"
+TENSORS = "tensors"  # a list/tuple/dict of tensors: indexing or iterating it gives a TENSOR
 PAGEABLE, PINNED = "pageable", "pinned"
 
 NON_TENSOR_METHODS = {
@@ -145,15 +146,16 @@ class TensorEnv:
             for targets, value in assignments.pairs:
                 self._learn(targets, value)
             for target, iterable in assignments.loops:
-                if isinstance(target, cst.Name) and self.kind(iterable) in (TENSOR, BOOL):
+                if isinstance(target, cst.Name) and self.kind(iterable) in (TENSOR, BOOL, TENSORS):
                     self.locals[target.value] = TENSOR
             if before == (self.locals, self.host):
                 break
 
     def annotation_kind(self, annotation: cst.BaseExpression) -> str | None:
         text = cst.Module([]).code_for_node(annotation)
-        if "Tensor" in text and "list" not in text.lower() and "tuple" not in text.lower():
-            return TENSOR
+        if "Tensor" in text:
+            containers = ("list", "tuple", "dict", "sequence", "mapping", "iterable")
+            return TENSORS if any(c in text.lower() for c in containers) else TENSOR
         if text in ("int", "float", "bool", "str"):
             return SCALAR
         return None
@@ -241,6 +243,8 @@ class TensorEnv:
             if isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in ("size", "stride"):
                 return SCALAR
             base_kind = self.kind(base)
+            if base_kind == TENSORS:
+                return TENSOR
             return base_kind if base_kind in (TENSOR, BOOL) else None
         if isinstance(node, cst.IfExp):
             kinds = {self.kind(node.body), self.kind(node.orelse)}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from graphready.lint.context import RuleContext
@@ -39,6 +41,9 @@ class SetDevice(Rule):
             ctx.report(node.item, self.MESSAGE)
 
 
+GRAPH_NAME = re.compile(r"^(?:g|.*(?:^|_)(?:cuda_?)?graphs?(?:_[a-z0-9])?)$", re.IGNORECASE)
+
+
 def _graph_like(node: cst.CSTNode, ctx: RuleContext, local_graphs: set[str]) -> bool:
     base = node.value if isinstance(node, cst.Subscript) else node
     name = dotted(base) or ""
@@ -48,7 +53,7 @@ def _graph_like(node: cst.CSTNode, ctx: RuleContext, local_graphs: set[str]) -> 
         last in local_graphs
         or (attr is not None and attr in ctx.facts.graph_names)
         or (attr is None and last in ctx.facts.graph_names)
-        or "graph" in last.lower()
+        or bool(GRAPH_NAME.match(last))
     )
 
 
