@@ -119,9 +119,9 @@ class NVFP4Weight:
 
     def __init__(self, packed: Tensor, scale: Tensor, global_scale: Tensor, input_scale: Tensor | None = None,
                  lut: Tensor | None = None):
-        lead, out, half = tuple(packed.shape[:-2]), packed.shape[-2], packed.shape[-1]
         _check(packed.dim() >= 2 and packed.dtype == torch.uint8,
                f"nvfp4 packed weight must be uint8 [..., out, in/2], got {packed.dtype} {list(packed.shape)}")
+        lead, out, half = tuple(packed.shape[:-2]), packed.shape[-2], packed.shape[-1]
         _check((2 * half) % NVFP4_BLOCK == 0, f"nvfp4 in-features {2 * half} is not a multiple of {NVFP4_BLOCK}")
         want = [*lead, out, 2 * half // NVFP4_BLOCK]
         _check(scale.dtype == torch.float8_e4m3fn and list(scale.shape) == want,
@@ -135,9 +135,9 @@ class NVFP4Weight:
         self.packed, self.scale, self.global_scale, self.input_scale = packed, scale, global_scale, input_scale
         self.shape = (*lead, out, 2 * half)
         self.nbytes = _nbytes(packed, scale, global_scale, input_scale)
-        if lut is None:
-            lut = e2m1_lut(packed.device)
         self.lut = lut
+        if lut is None:  # built once at load time; index_select/to pass it on, so no copy happens in a graph
+            self.lut = e2m1_lut(packed.device)
 
     def parts(self) -> dict[str, Tensor]:
         """The stored tensors, keyed by constructor argument."""
@@ -216,9 +216,9 @@ class MXFP4Weight:
         self.packed, self.scale = packed, scale
         self.shape = (*packed.shape[:-1], inp)
         self.nbytes = _nbytes(packed, scale)
-        if lut is None:
-            lut = e2m1_lut(packed.device)
         self.lut = lut
+        if lut is None:  # built once at load time; index_select/to pass it on, so no copy happens in a graph
+            self.lut = e2m1_lut(packed.device)
 
     def parts(self) -> dict[str, Tensor]:
         return {"packed": self.packed, "scale": self.scale}

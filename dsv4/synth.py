@@ -164,7 +164,9 @@ def write_checkpoint(config: DSV4Config, out_dir, fmt: str = "nvfp4", seed: int 
     ``scheme`` ("hf" or "official") picks the on-disk names; by default HF for nvfp4/bf16, official for official.
     ``progress(done, total, name)`` is called after each entry.
     """
-    scheme = scheme or DEFAULT_SCHEME.get(fmt, "hf")
+    if fmt not in FORMATS:
+        raise SynthError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    scheme = scheme or DEFAULT_SCHEME[fmt]
     if scheme not in ("hf", "official"):
         raise SynthError(f"unknown name scheme {scheme!r}; choose hf or official")
     out = Path(out_dir)

@@ -226,3 +226,17 @@ def test_bad_config_in_checkpoint(official_ckpt, tmp_path):
 def test_layer_out_of_range(official_ckpt, tiny):
     with pytest.raises(CheckpointError, match="layer 6 out of range 0..5"):
         load_checkpoint(official_ckpt, tiny, layers=[6])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_load_and_synthesize_straight_onto_the_gpu(nvfp4_ckpt, tiny, assert_same_weights):
+    on_gpu = load_checkpoint(nvfp4_ckpt, tiny, device="cuda", layers=[2, 3])
+    for name, v in on_gpu.items():
+        tensors = v.parts().values() if hasattr(v, "parts") else [v]
+        assert all(t.is_cuda for t in tensors), name
+    cpu = {k: (v.to("cpu") if hasattr(v, "parts") else v.cpu()) for k, v in on_gpu.items()}
+    assert_same_weights(cpu, load_checkpoint(nvfp4_ckpt, tiny, layers=[2, 3]))
+    built = synthetic_weights(tiny, "nvfp4", device="cuda", layers=[3])
+    assert built["layers.3.ffn.experts.w1"].packed.is_cuda
+    assert torch.isfinite(built["layers.3.ffn.experts.w1"].dequantize()).all()

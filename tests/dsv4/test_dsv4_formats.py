@@ -1,4 +1,6 @@
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -138,6 +140,8 @@ def test_nbytes_counts_what_is_stored():
     (lambda: FP8BlockWeight(torch.zeros(10, 10), torch.ones(1, 1)), "float8_e4m3fn"),
     (lambda: MXFP4Weight(torch.zeros(4, 16, dtype=torch.uint8), torch.ones(4, 1)), "E8M0"),
     (lambda: BF16Weight(torch.zeros(4, dtype=torch.bfloat16)), "\\[..., out, in\\]"),
+    (lambda: NVFP4Weight(torch.zeros(8, dtype=torch.uint8), torch.zeros(1).to(torch.float8_e4m3fn),
+                         torch.tensor(1.0)), "\\[..., out, in/2\\]"),
     (lambda: quantize_nvfp4(torch.zeros(4, 24)), "multiple of 16"),
     (lambda: quantize_mxfp4(torch.zeros(4, 48)), "multiple of 32"),
     (lambda: quantize_fp8_block(torch.zeros(4, 4), "e5m2"), "scale_format"),
@@ -145,3 +149,38 @@ def test_nbytes_counts_what_is_stored():
 def test_invalid_tensors_are_rejected_with_the_expected_layout(build, message):
     with pytest.raises(FormatError, match=message):
         build()
+
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+GRAPH_SCRIPT = """
+import sys, torch
+from dsv4.formats import quantize_fp8_block, quantize_mxfp4, quantize_nvfp4, as_bf16
+make = {"nvfp4": quantize_nvfp4, "fp8-e8m0": lambda w: quantize_fp8_block(w, "e8m0"),
+        "fp8-f32": lambda w: quantize_fp8_block(w, "f32"), "mxfp4": quantize_mxfp4, "bf16": as_bf16}[sys.argv[1]]
+w = make(torch.randn(8, 200, 256, device="cuda"))
+idx = torch.tensor([1, 2], device="cuda")
+new_idx = torch.tensor([7, 0], device="cuda")
+stream = torch.cuda.Stream()
+stream.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(stream):
+    out = w.index_select(idx).dequantize()  # warm-up outside capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        out = w.index_select(idx).dequantize()
+    idx.copy_(new_idx)
+    graph.replay()
+stream.synchronize()
+assert torch.equal(out, w.dequantize()[[7, 0]]), "replay does not follow the new expert ids"
+print("ok")
+"""
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("fmt", QUANTIZERS)
+def test_index_select_dequantize_replays_in_a_cuda_graph(fmt):
+    # A failed capture poisons the CUDA context, so each capture runs in its own process.
+    r = subprocess.run([sys.executable, "-c", GRAPH_SCRIPT, fmt], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

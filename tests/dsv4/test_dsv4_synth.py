@@ -73,9 +73,12 @@ def test_write_refuses_a_non_empty_directory(tmp_path, tiny):
         write_checkpoint(tiny, tmp_path, "bf16")
 
 
-def test_unknown_format(tiny):
+def test_unknown_format_writes_nothing(tmp_path, tiny):
     with pytest.raises(SynthError, match="unknown format 'fp16'"):
         synthetic_weights(tiny, "fp16")
+    with pytest.raises(SynthError, match="unknown format 'fp16'"):
+        write_checkpoint(tiny, tmp_path / "x", "fp16")
+    assert not (tmp_path / "x").exists()
 
 
 def run_cli(capsys, *args):

@@ -1,0 +1,186 @@
+"""Sparse MQA attention with sink over a window ring buffer plus compressed entries (spec section 4).
+
+Cache layout per layer: `kv_cache[:, :window]` is the ring (slot p % window), `kv_cache[:, window + j]` the
+compressed entry j. The eager methods slice the valid part using a host position; the graph methods attend
+over the whole fixed-size cache with masks computed on the device from `pos` (a [1] int64 tensor).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dsv4.layers.compressor import Compressor
+from dsv4.layers.primitives import fp4_fake_quant, fp8_fake_quant, hadamard, rms_norm, rope_tail
+from dsv4.layers.weights import Dense, dense_tensor
+
+
+def top_entries(scores: torch.Tensor, k: int):
+    """Top-k along the last dim with ties going to the older (lower-index) entry.
+
+    Ties are common: an entry whose every head product is negative scores exactly 0 after the ReLU. A
+    stable sort makes the eager, graph-ready and reference paths pick the same entries.
+    """
+    ordered = torch.sort(scores, dim=-1, descending=True, stable=True)
+    return torch.return_types.topk((ordered.values[..., :k], ordered.indices[..., :k]))
+
+
+class Indexer:
+    """CSA's lightning indexer: scores every compressed entry and keeps the top-k (spec section 4)."""
+
+    def __init__(self, weights: dict, prefix: str, ctx):
+        cfg = ctx.config
+        self.ctx = ctx
+        self.heads, self.dim = cfg.index_n_heads, cfg.index_head_dim
+        self.wq_b = Dense(weights[f"{prefix}.wq_b"], ctx.device, ctx.resident)
+        self.weights_proj = Dense(weights[f"{prefix}.weights_proj"], ctx.device, True)
+        self.cache = torch.zeros(ctx.batch, ctx.max_len // 4, self.dim, dtype=torch.bfloat16, device=ctx.device)
+        self.compressor = Compressor(weights, f"{prefix}.compressor", 4, self.dim, self.cache, ctx, indexer=True)
+        self.scale = self.dim**-0.5 * self.heads**-0.5
+        self.topk = min(cfg.index_topk, ctx.max_len // 4)
+        self.slots = torch.arange(ctx.max_len // 4, device=ctx.device)
+
+    def reset(self) -> None:
+        self.cache.zero_()
+        self.compressor.reset()
+
+    def query(self, qr: torch.Tensor, x: torch.Tensor, cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Indexer queries [B, heads, dim] (RoPE, Hadamard, FP4) and head weights [B, heads] fp32."""
+        q = self.wq_b(qr).unflatten(-1, (self.heads, self.dim))
+        q = rope_tail(q, self.ctx.config.qk_rope_head_dim, cos_sin)
+        q = fp4_fake_quant(hadamard(q, self.ctx.hadamard), self.ctx.fp4_tables)
+        return q, self.weights_proj(x).float() * self.scale
+
+    def scores(self, q: torch.Tensor, w: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """score_j = sum_h w_h relu(q_h . k_j), fp32 [B, n]."""
+        dots = torch.einsum("bhd,bnd->bhn", q.float(), keys.float())
+        return (torch.relu(dots) * w.unsqueeze(-1)).sum(1)
+
+    def select_eager(self, q, w, count: int) -> torch.Tensor:
+        """Indices of the top-min(k, count) of the first `count` entries, [B, k']."""
+        s = self.scores(q, w, self.cache[:, :count])
+        return top_entries(s, min(self.topk, count)).indices
+
+    def select_graph(self, q, w, count: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fixed-size top-k over all slots with invalid ones at -inf: (indices [B, k], valid [B, k])."""
+        s = self.scores(q, w, self.cache)
+        s = s.masked_fill(self.slots >= count, float("-inf"))
+        top = top_entries(s, self.topk)
+        return top.indices, top.values > float("-inf")
+
+
+class Attention:
+    def __init__(self, weights: dict, prefix: str, layer: int, ctx):
+        cfg = ctx.config
+        self.ctx = ctx
+        self.kind = cfg.layer_kind(layer)
+        self.ratio = cfg.compress_ratios[layer]
+        self.heads, self.head_dim, self.rope_dim = cfg.num_attention_heads, cfg.head_dim, cfg.qk_rope_head_dim
+        self.window = cfg.sliding_window
+        self.groups = cfg.o_groups
+        dev, res = ctx.device, ctx.resident
+        self.wq_a = Dense(weights[f"{prefix}.wq_a"], dev, res)
+        self.q_norm = dense_tensor(weights[f"{prefix}.q_norm.weight"], dev, torch.float32)
+        self.wq_b = Dense(weights[f"{prefix}.wq_b"], dev, res)
+        self.wkv = Dense(weights[f"{prefix}.wkv"], dev, res)
+        self.kv_norm = dense_tensor(weights[f"{prefix}.kv_norm.weight"], dev, torch.float32)
+        self.wo_a = Dense(weights[f"{prefix}.wo_a"], dev, res)
+        self.wo_b = Dense(weights[f"{prefix}.wo_b"], dev, res)
+        self.sink = dense_tensor(weights[f"{prefix}.attn_sink"], dev, torch.float32)
+        self.rope = ctx.rope_compressed if self.ratio else ctx.rope_window
+        n_comp = ctx.max_len // self.ratio if self.ratio else 0
+        self.kv_cache = torch.zeros(ctx.batch, self.window + n_comp, self.head_dim, dtype=torch.bfloat16, device=dev)
+        self.window_slots = torch.arange(self.window, device=dev)
+        self.comp_slots = torch.arange(n_comp, device=dev)
+        self.compressor = None
+        if self.ratio:
+            self.compressor = Compressor(weights, f"{prefix}.compressor", self.ratio, self.head_dim,
+                                         self.kv_cache[:, self.window :], ctx, indexer=False)
+        self.indexer = Indexer(weights, f"{prefix}.indexer", ctx) if self.kind == "csa" else None
+
+    def reset(self) -> None:
+        self.kv_cache.zero_()
+        for part in (self.compressor, self.indexer):
+            if part is not None:
+                part.reset()
+
+    @property
+    def bytes_read(self) -> int:
+        dense = [self.wq_a, self.wq_b, self.wkv, self.wo_a, self.wo_b]
+        if self.indexer is not None:
+            dense += [self.indexer.wq_b, self.indexer.weights_proj]
+        return sum(d.bytes_read for d in dense)
+
+    # -- shared math ---------------------------------------------------------------------------------
+    def project(self, x: torch.Tensor, cos_sin: torch.Tensor):
+        """x (normed, bf16 [B,D]) -> q [B,H,hd], this token's cache entry kv [B,hd], qr [B,q_lora]."""
+        eps = self.ctx.config.rms_norm_eps
+        qr = rms_norm(self.wq_a(x), self.q_norm, eps)
+        q = self.wq_b(qr).unflatten(-1, (self.heads, self.head_dim))
+        q = rope_tail(rms_norm(q, None, eps), self.rope_dim, cos_sin)
+        kv = rope_tail(rms_norm(self.wkv(x), self.kv_norm, eps), self.rope_dim, cos_sin)
+        nope = self.head_dim - self.rope_dim
+        kv = torch.cat([fp8_fake_quant(kv[:, :nope]), kv[:, nope:]], dim=-1)
+        return q, kv, qr
+
+    def attend(self, q: torch.Tensor, keys: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """Softmax with sink over `keys` [B,S,hd] where `valid` [B or 1,S] (None: all); V = K. o [B,H,hd] bf16."""
+        scores = torch.einsum("bhd,bsd->bhs", q.float(), keys.float()) * self.head_dim**-0.5
+        if valid is not None:
+            scores = scores.masked_fill(~valid.unsqueeze(1), float("-inf"))
+        sink = self.sink.view(1, -1, 1).expand(scores.shape[0], -1, 1)
+        probs = torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]
+        return torch.einsum("bhs,bsd->bhd", probs, keys.float()).to(torch.bfloat16)
+
+    def output(self, o: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
+        """Inverse RoPE, grouped low-rank wo_a, then wo_b -> [B,D] bf16."""
+        o = rope_tail(o, self.rope_dim, cos_sin, inverse=True).flatten(1).unflatten(-1, (self.groups, -1))
+        z = torch.einsum("bgi,goi->bgo", o, self.wo_a.matrix().unflatten(0, (self.groups, -1)))
+        return self.wo_b(z.flatten(1))
+
+    # -- eager path (host position) -----------------------------------------------------------------
+    def forward_eager(self, x: torch.Tensor, position: int) -> torch.Tensor:
+        cos_sin = self.rope[position : position + 1]
+        q, kv, qr = self.project(x, cos_sin)
+        self.kv_cache[:, position % self.window] = kv
+        if self.compressor is not None:
+            self.compressor.update_eager(x, position, self.rope)
+        if self.indexer is not None:
+            self.indexer.compressor.update_eager(x, position, self.rope)
+        parts = [self.kv_cache[:, : min(position + 1, self.window)]]
+        count = (position + 1) // self.ratio if self.ratio else 0
+        if self.indexer is not None and count:
+            qi, wi = self.indexer.query(qr, x, cos_sin)
+            picked = self.indexer.select_eager(qi, wi, count) + self.window
+            parts.append(self.kv_cache.gather(1, picked.unsqueeze(-1).expand(-1, -1, self.head_dim)))
+        elif count:
+            parts.append(self.kv_cache[:, self.window : self.window + count])
+        return self.output(self.attend(q, torch.cat(parts, dim=1), None), cos_sin)
+
+    # -- graph-ready path (device position, fixed shapes) ---------------------------------------------
+    def prepare_graph(self, x: torch.Tensor, pos: torch.Tensor, cos_sin: torch.Tensor):
+        """Projections and all cache/state writes for this token; returns what attention needs."""
+        q, kv, qr = self.project(x, cos_sin)
+        self.kv_cache.index_copy_(1, torch.remainder(pos, self.window), kv.unsqueeze(1))
+        if self.compressor is not None:
+            self.compressor.update_graph(x, pos, self.rope)
+        if self.indexer is None:
+            return q, None, None
+        self.indexer.compressor.update_graph(x, pos, self.rope)
+        qi, wi = self.indexer.query(qr, x, cos_sin)
+        return q, qi, wi
+
+    def attend_graph(self, q, qi, wi, pos: torch.Tensor) -> torch.Tensor:
+        """Masked attention over the fixed-size cache: window slots <= pos, compressed entries < (pos+1)//m."""
+        valid_window = (self.window_slots <= pos).unsqueeze(0)
+        if not self.ratio:
+            return self.attend(q, self.kv_cache, valid_window)
+        count = torch.div(pos + 1, self.ratio, rounding_mode="floor")
+        window_keys = self.kv_cache[:, : self.window]
+        if self.indexer is None:
+            valid = torch.cat([valid_window, (self.comp_slots < count).unsqueeze(0)], dim=1)
+            return self.attend(q, self.kv_cache, valid)
+        picked, picked_valid = self.indexer.select_graph(qi, wi, count)
+        chosen = self.kv_cache.gather(1, (picked + self.window).unsqueeze(-1).expand(-1, -1, self.head_dim))
+        keys = torch.cat([window_keys, chosen], dim=1)
+        valid = torch.cat([valid_window.expand(picked.shape[0], -1), picked_valid], dim=1)
+        return self.attend(q, keys, valid)

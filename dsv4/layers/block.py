@@ -1,0 +1,96 @@
+"""One transformer layer: mHC around attention, mHC around the MoE (spec section 2).
+
+`forward_eager` takes a host position. The graph-ready path is cut in three pieces so that a decoder can
+capture them together (one graph per layer) or around an eager attention (split mode):
+`pre_attention` (mHC pre, norm, projections, every cache/state write), `attention` (indexer top-k and
+masked attention) and `post_attention` (output projection, mHC post, the FFN half). The pieces talk
+through buffers allocated here once, and read token/position from the device's `DeviceIO`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dsv4.layers.attention import Attention
+from dsv4.layers.mhc import HyperConnection
+from dsv4.layers.moe import MoE
+from dsv4.layers.primitives import rms_norm
+from dsv4.layers.weights import dense_tensor
+
+
+class DeviceIO:
+    """The per-device inputs of a graph-ready step: token ids, position and the residual streams."""
+
+    def __init__(self, config, batch: int, device):
+        self.device = device
+        self.tokens = torch.zeros(batch, dtype=torch.long, device=device)
+        self.pos = torch.zeros(1, dtype=torch.long, device=device)
+        self.streams = torch.zeros(batch, config.hc_mult, config.hidden_size, dtype=torch.bfloat16, device=device)
+
+
+class Block:
+    def __init__(self, weights: dict, index: int, ctx, io: DeviceIO):
+        cfg = ctx.config
+        dev = ctx.device
+        p = f"layers.{index}"
+        self.index = index
+        self.ctx = ctx
+        self.io = io
+        self.eps = cfg.rms_norm_eps
+        self.attn_norm = dense_tensor(weights[f"{p}.attn_norm.weight"], dev, torch.float32)
+        self.ffn_norm = dense_tensor(weights[f"{p}.ffn_norm.weight"], dev, torch.float32)
+        self.hc_attn = HyperConnection(*(weights[f"{p}.hc_attn_{n}"] for n in ("fn", "scale", "base")), cfg, dev)
+        self.hc_ffn = HyperConnection(*(weights[f"{p}.hc_ffn_{n}"] for n in ("fn", "scale", "base")), cfg, dev)
+        self.attn = Attention(weights, f"{p}.attn", index, ctx)
+        self.moe = MoE(weights, f"{p}.ffn", index, ctx)
+        b, h, hc = ctx.batch, cfg.num_attention_heads, cfg.hc_mult
+        self.q_buf = torch.zeros(b, h, cfg.head_dim, dtype=torch.bfloat16, device=dev)
+        self.o_buf = torch.zeros(b, h, cfg.head_dim, dtype=torch.bfloat16, device=dev)
+        self.post_buf = torch.zeros(b, hc, dtype=torch.float32, device=dev)
+        self.comb_buf = torch.zeros(b, hc, hc, dtype=torch.float32, device=dev)
+        self.qi_buf = self.wi_buf = None
+        if self.attn.indexer is not None:
+            self.qi_buf = torch.zeros(b, cfg.index_n_heads, cfg.index_head_dim, dtype=torch.bfloat16, device=dev)
+            self.wi_buf = torch.zeros(b, cfg.index_n_heads, dtype=torch.float32, device=dev)
+
+    def reset(self) -> None:
+        self.attn.reset()
+
+    @property
+    def bytes_read(self) -> int:
+        """Weight bytes one decode step reads for this layer."""
+        small = [self.attn_norm, self.ffn_norm, self.hc_attn.fn, self.hc_ffn.fn, self.attn.sink]
+        comps = [c for c in (self.attn.compressor, self.attn.indexer and self.attn.indexer.compressor) if c]
+        small += [t for c in comps for t in (c.wkv, c.wgate)]
+        return self.attn.bytes_read + self.moe.bytes_read + sum(t.numel() * t.element_size() for t in small)
+
+    def _ffn(self, streams: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+        x, post, comb = self.hc_ffn.pre(streams)
+        y = self.moe(rms_norm(x, self.ffn_norm, self.eps), token_ids)
+        return HyperConnection.post(y, streams, post, comb)
+
+    def forward_eager(self, streams: torch.Tensor, token_ids: torch.Tensor, position: int) -> torch.Tensor:
+        x, post, comb = self.hc_attn.pre(streams)
+        y = self.attn.forward_eager(rms_norm(x, self.attn_norm, self.eps), position)
+        return self._ffn(HyperConnection.post(y, streams, post, comb), token_ids)
+
+    def pre_attention(self) -> None:
+        io = self.io
+        x, post, comb = self.hc_attn.pre(io.streams)
+        cos_sin = self.attn.rope.index_select(0, io.pos)
+        q, qi, wi = self.attn.prepare_graph(rms_norm(x, self.attn_norm, self.eps), io.pos, cos_sin)
+        self.q_buf.copy_(q)
+        self.post_buf.copy_(post)
+        self.comb_buf.copy_(comb)
+        if qi is not None:
+            self.qi_buf.copy_(qi)
+            self.wi_buf.copy_(wi)
+
+    def attention(self) -> None:
+        self.o_buf.copy_(self.attn.attend_graph(self.q_buf, self.qi_buf, self.wi_buf, self.io.pos))
+
+    def post_attention(self) -> None:
+        io = self.io
+        y = self.attn.output(self.o_buf, self.attn.rope.index_select(0, io.pos))
+        streams = HyperConnection.post(y, io.streams, self.post_buf, self.comb_buf)
+        io.streams.copy_(self._ffn(streams, io.tokens))

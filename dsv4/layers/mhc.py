@@ -1,0 +1,64 @@
+"""Manifold-constrained hyper-connections (spec section 3): 4 residual streams mixed around every block."""
+
+from __future__ import annotations
+
+import torch
+
+from dsv4.layers.weights import dense_tensor
+
+
+class HyperConnection:
+    """hc_pre / hc_post for one block (attention or FFN) of one layer."""
+
+    def __init__(self, fn, scale, base, config, device):
+        self.fn = dense_tensor(fn, device, torch.float32)  # [(2+hc)*hc, hc*D]
+        self.scale = dense_tensor(scale, device, torch.float32)  # [3]
+        self.base = dense_tensor(base, device, torch.float32)  # [(2+hc)*hc]
+        self.hc = config.hc_mult
+        self.iters = config.hc_sinkhorn_iters
+        self.hc_eps = config.hc_eps
+        self.norm_eps = config.rms_norm_eps
+
+    def _mix(self, streams: torch.Tensor) -> torch.Tensor:
+        flat = streams.flatten(1).float()
+        r = torch.rsqrt(flat.square().mean(-1, keepdim=True) + self.norm_eps)
+        return (flat @ self.fn.T) * r
+
+    def pre(self, streams: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """streams [B,hc,D] bf16 -> (block input [B,D] bf16, post weights [B,hc], combine matrix [B,hc,hc])."""
+        hc = self.hc
+        m = self._mix(streams)
+        pre = torch.sigmoid(m[:, :hc] * self.scale[0] + self.base[:hc]) + self.hc_eps
+        post = 2 * torch.sigmoid(m[:, hc : 2 * hc] * self.scale[1] + self.base[hc : 2 * hc])
+        logits = (m[:, 2 * hc :] * self.scale[2] + self.base[2 * hc :]).unflatten(-1, (hc, hc))
+        comb = torch.softmax(logits, -1) + self.hc_eps
+        comb = comb / (comb.sum(-2, keepdim=True) + self.hc_eps)
+        for _ in range(self.iters - 1):
+            comb = comb / (comb.sum(-1, keepdim=True) + self.hc_eps)
+            comb = comb / (comb.sum(-2, keepdim=True) + self.hc_eps)
+        x = (pre.unsqueeze(-1) * streams.float()).sum(1)
+        return x.to(streams.dtype), post, comb
+
+    @staticmethod
+    def post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor) -> torch.Tensor:
+        """X'_k = post_k * y + sum_j comb[j,k] X_j, in fp32, returned as bf16 [B,hc,D]."""
+        mixed = torch.einsum("bjk,bjd->bkd", comb, streams.float())
+        return (post.unsqueeze(-1) * y.float().unsqueeze(1) + mixed).to(streams.dtype)
+
+
+class HyperHead:
+    """hc_head: collapse the streams before the final norm (sigmoid weights, no Sinkhorn)."""
+
+    def __init__(self, fn, scale, base, config, device):
+        self.fn = dense_tensor(fn, device, torch.float32)  # [hc, hc*D]
+        self.scale = dense_tensor(scale, device, torch.float32)  # [1]
+        self.base = dense_tensor(base, device, torch.float32)  # [hc]
+        self.hc_eps = config.hc_eps
+        self.norm_eps = config.rms_norm_eps
+
+    def __call__(self, streams: torch.Tensor) -> torch.Tensor:
+        flat = streams.flatten(1).float()
+        r = torch.rsqrt(flat.square().mean(-1, keepdim=True) + self.norm_eps)
+        m = (flat @ self.fn.T) * r
+        pre = torch.sigmoid(m * self.scale[0] + self.base) + self.hc_eps
+        return (pre.unsqueeze(-1) * streams.float()).sum(1).to(streams.dtype)

@@ -1,0 +1,70 @@
+"""Mixture of experts with sqrt-softplus routing and clamped SwiGLU (spec section 5).
+
+Dispatch has a fixed shape at any batch size: the B*k selected experts are gathered with
+`QuantizedWeight.index_select` and dequantized, then applied with one batched matmul, so only the
+selected experts' bytes are read and nothing depends on device values.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dsv4.layers.weights import Dense, dense_tensor
+
+
+def clamped_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float) -> torch.Tensor:
+    """silu(min(g, limit)) * clamp(u, -limit, limit) in fp32."""
+    return torch.nn.functional.silu(gate.float().clamp(max=limit)) * up.float().clamp(-limit, limit)
+
+
+class MoE:
+    def __init__(self, weights: dict, prefix: str, layer: int, ctx):
+        cfg = ctx.config
+        dev = ctx.device
+        self.ctx = ctx
+        self.top_k = cfg.num_experts_per_tok
+        self.scale = cfg.routed_scaling_factor
+        self.limit = cfg.swiglu_limit
+        self.gate = dense_tensor(weights[f"{prefix}.gate.weight"], dev, torch.float32)
+        self.hashed = cfg.is_hash_layer(layer)
+        if self.hashed:
+            self.tid2eid = weights[f"{prefix}.gate.tid2eid"].to(device=dev, dtype=torch.long)
+        else:
+            self.bias = dense_tensor(weights[f"{prefix}.gate.bias"], dev, torch.float32)
+        self.w1 = weights[f"{prefix}.experts.w1"].to(dev)
+        self.w2 = weights[f"{prefix}.experts.w2"].to(dev)
+        self.w3 = weights[f"{prefix}.experts.w3"].to(dev)
+        self.shared = [
+            tuple(Dense(weights[f"{prefix}.shared_experts.{w}"], dev, ctx.resident) for w in ("w1", "w2", "w3"))
+        ] if cfg.n_shared_experts else []
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes per token: the top-k experts' stored bytes, the gate, and the shared expert."""
+        experts = sum(int(w.nbytes) // w.shape[0] for w in (self.w1, self.w2, self.w3)) * self.top_k
+        shared = sum(d.bytes_read for ws in self.shared for d in ws)
+        return experts + shared + self.gate.numel() * 4
+
+    def route(self, x: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(expert ids [B,k], weights [B,k] fp32): hash table or top-k of sigma + bias; weights renormalised."""
+        sigma = torch.sqrt(torch.nn.functional.softplus(x.float() @ self.gate.T))
+        if self.hashed:
+            idx = self.tid2eid.index_select(0, token_ids)
+        else:
+            idx = (sigma + self.bias).topk(self.top_k, dim=-1).indices
+        w = sigma.gather(1, idx)
+        return idx, w / w.sum(-1, keepdim=True) * self.scale
+
+    def __call__(self, x: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+        idx, w = self.route(x, token_ids)
+        flat = idx.flatten()
+        xs = x.repeat_interleave(self.top_k, dim=0).unsqueeze(-1)  # [B*k, D, 1]
+        gate = torch.bmm(self.w1.index_select(flat).dequantize(dtype=torch.bfloat16), xs).squeeze(-1)
+        up = torch.bmm(self.w3.index_select(flat).dequantize(dtype=torch.bfloat16), xs).squeeze(-1)
+        h = clamped_swiglu(gate, up, self.limit) * w.flatten().unsqueeze(-1)
+        down = torch.bmm(self.w2.index_select(flat).dequantize(dtype=torch.bfloat16),
+                         h.to(torch.bfloat16).unsqueeze(-1)).squeeze(-1)
+        y = down.float().unflatten(0, (x.shape[0], self.top_k)).sum(1)
+        for w1, w2, w3 in self.shared:
+            y = y + w2(clamped_swiglu(w1(x), w3(x), self.limit).to(torch.bfloat16)).float()
+        return y.to(torch.bfloat16)

@@ -1,0 +1,130 @@
+"""Numerics shared by every layer: RMSNorm, interleaved RoPE with YaRN, FP8/FP4 fake-quant, Hadamard.
+
+Everything here is allocation-free apart from op intermediates, so it can run inside a CUDA graph.
+Constant tables (RoPE, FP4 grid, Hadamard) are built once by the `make_*` functions at model init.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+FP8_MAX = 448.0
+FP4_MAX = 6.0
+FP8_BLOCK = 64
+FP4_BLOCK = 32
+AMAX_FLOOR = 1e-4
+FP4_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """RMSNorm over the last dim, computed in fp32, returned in the input dtype."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight
+    return y.to(x.dtype)
+
+
+def rope_frequencies(config, compressed: bool) -> torch.Tensor:
+    """The 32 (rope_dim/2) rotation frequencies: plain theta for window layers, YaRN-scaled compress theta otherwise."""
+    dim = config.qk_rope_head_dim
+    theta = config.compress_rope_theta if compressed else config.rope_theta
+    freqs = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    scaling = config.rope_scaling or {}
+    if not compressed or scaling.get("type", scaling.get("rope_type")) != "yarn":
+        return freqs
+    factor = float(scaling["factor"])
+    original = float(scaling["original_max_position_embeddings"])
+
+    def correction_dim(rotations: float) -> float:
+        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low = max(math.floor(correction_dim(float(scaling.get("beta_fast", 32)))), 0)
+    high = min(math.ceil(correction_dim(float(scaling.get("beta_slow", 1)))), dim - 1)
+    ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / max(high - low, 1e-3)).clamp(0, 1)
+    smooth = 1 - ramp
+    return freqs / factor * (1 - smooth) + freqs * smooth
+
+
+def make_rope_table(config, compressed: bool, length: int, device) -> torch.Tensor:
+    """cos/sin for positions 0..length-1 as one fp32 tensor [length, 2, rope_dim/2]."""
+    freqs = rope_frequencies(config, compressed)
+    angles = torch.outer(torch.arange(length, dtype=torch.float64), freqs)
+    return torch.stack([angles.cos(), angles.sin()], dim=1).float().to(device)
+
+
+def apply_rope(x: torch.Tensor, cos_sin: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """Rotate interleaved pairs (2i, 2i+1) of the trailing rope dims of `x` ([..., rope_dim]).
+
+    `cos_sin` is [B, 2, rope_dim/2] (one row per batch entry) and broadcasts over the middle dims of `x`.
+    """
+    xf = x.float().unflatten(-1, (-1, 2))
+    shape = (cos_sin.shape[0],) + (1,) * (x.dim() - 2) + (cos_sin.shape[-1],)
+    cos = cos_sin[:, 0].reshape(shape)
+    sin = cos_sin[:, 1].reshape(shape)
+    if inverse:
+        sin = -sin
+    even, odd = xf[..., 0], xf[..., 1]
+    out = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)
+    return out.flatten(-2).to(x.dtype)
+
+
+def rope_tail(x: torch.Tensor, rope_dim: int, cos_sin: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """Apply RoPE to the last `rope_dim` channels of `x`, leaving the others untouched."""
+    head, tail = x[..., :-rope_dim], x[..., -rope_dim:]
+    return torch.cat([head, apply_rope(tail, cos_sin, inverse)], dim=-1)
+
+
+def _pow2_scale(amax: torch.Tensor, qmax: float) -> torch.Tensor:
+    return torch.exp2(torch.ceil(torch.log2(amax.clamp(min=AMAX_FLOOR) / qmax)))
+
+
+def fp8_fake_quant(x: torch.Tensor) -> torch.Tensor:
+    """Round-trip through e4m3 with one power-of-two scale per 64 channels; returns the input dtype."""
+    blocks = x.float().unflatten(-1, (-1, FP8_BLOCK))
+    scale = _pow2_scale(blocks.abs().amax(-1, keepdim=True), FP8_MAX)
+    q = (blocks / scale).to(torch.float8_e4m3fn).float() * scale
+    return q.flatten(-2).to(x.dtype)
+
+
+def make_fp4_tables(device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The e2m1 magnitudes, the midpoints between them, and which midpoints round up (ties to even)."""
+    grid = torch.tensor(FP4_GRID, dtype=torch.float32, device=device)
+    mids = (grid[1:] + grid[:-1]) / 2
+    # A tie goes to the neighbour with an even mantissa: 0, 1, 2, 4 (odd-indexed midpoints round up).
+    ties_up = torch.arange(mids.numel(), device=device) % 2 == 1
+    return grid, mids, ties_up
+
+
+def fp4_fake_quant(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Round-trip through e2m1 with one power-of-two scale per 32 channels (round to nearest, ties to even)."""
+    grid, mids, ties_up = tables
+    blocks = x.float().unflatten(-1, (-1, FP4_BLOCK))
+    scale = _pow2_scale(blocks.abs().amax(-1, keepdim=True), FP4_MAX)
+    mag = (blocks / scale).abs().unsqueeze(-1)
+    index = ((mag > mids) | ((mag == mids) & ties_up)).sum(-1)
+    q = grid[index] * torch.sign(blocks) * scale
+    return q.flatten(-2).to(x.dtype)
+
+
+def make_hadamard(n: int, device) -> torch.Tensor:
+    """Orthonormal Sylvester-Hadamard matrix of size n (a power of two), fp32."""
+    if n & (n - 1):
+        raise ValueError(f"Hadamard size must be a power of two, got {n}")
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return (h / math.sqrt(n)).float().to(device)
+
+
+def hadamard(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+    """Rotate the last dim of `x` by the Hadamard matrix (fp32), returning the input dtype."""
+    return (x.float() @ matrix).to(x.dtype)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """y = x W^T in the weight's dtype."""
+    return F.linear(x.to(weight.dtype), weight)

@@ -1,0 +1,49 @@
+"""Turn checkpoint entries (QuantizedWeight objects or plain tensors) into what the decode step reads."""
+
+from __future__ import annotations
+
+import torch
+
+from dsv4.layers.primitives import linear
+
+
+def is_quantized(w) -> bool:
+    return hasattr(w, "dequantize") and not isinstance(w, torch.Tensor)
+
+
+def dense_tensor(w, device, dtype=torch.bfloat16) -> torch.Tensor:
+    """A plain tensor on `device`: quantized weights are dequantized once, tensors are cast."""
+    if is_quantized(w):
+        return w.to(device).dequantize(dtype=torch.bfloat16).to(dtype)
+    return w.to(device=device, dtype=dtype)
+
+
+class Dense:
+    """A linear layer's weight, either kept resident in bf16 or stored quantized and dequantized per call.
+
+    Resident bf16 reads 2 bytes/parameter per call; per-call dequantization reads the stored bytes but also
+    writes and re-reads a bf16 temporary, so which is faster is a measurement (see benchmarks/dsv4_decode.py).
+    """
+
+    def __init__(self, w, device, resident: bool = True):
+        self.resident = resident or not is_quantized(w)
+        if self.resident:
+            self.weight = dense_tensor(w, device)
+            self.stored = None
+        else:
+            self.weight = None
+            self.stored = w.to(device)
+
+    @property
+    def bytes_read(self) -> int:
+        """Weight bytes one call reads from memory (the stored format)."""
+        if self.resident:
+            return self.weight.numel() * self.weight.element_size()
+        return int(self.stored.nbytes)
+
+    def matrix(self) -> torch.Tensor:
+        """The [out, in] bf16 weight (a fresh dequantization when not resident)."""
+        return self.weight if self.resident else self.stored.dequantize(dtype=torch.bfloat16)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.matrix())

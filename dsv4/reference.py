@@ -1,0 +1,323 @@
+"""A second, deliberately plain DeepSeek-V4 decoder used only to check `dsv4.model` (spec sections 2-6).
+
+It shares no code with the model: Python lists instead of caches, explicit loops over heads, streams,
+experts and cached entries, its own RoPE, Hadamard and FP4 rounding, and each compressed entry is
+recomputed from the stored history of its window instead of a rolling state. It is slow and that is fine.
+The bf16 rounding points follow the spec (residual streams and projections bf16, norms/softmaxes fp32).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+BF16 = torch.bfloat16
+FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def _plain(w) -> torch.Tensor:
+    """A checkpoint entry as an fp32 tensor (quantized weights dequantized through bf16, as the model does)."""
+    if hasattr(w, "dequantize") and not isinstance(w, torch.Tensor):
+        return w.dequantize(dtype=BF16).float()
+    if w.dtype in (torch.int32, torch.int64):
+        return w.long()
+    return w.to(BF16).float() if w.dtype == BF16 else w.float()
+
+
+def _lin(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """bf16 activation times fp32 copy of a bf16 weight, rounded to bf16 like a bf16 GEMM."""
+    return (x.float() @ w.T).to(BF16)
+
+
+def _rmsnorm(x: torch.Tensor, w: torch.Tensor | None, eps: float) -> torch.Tensor:
+    v = x.float()
+    out = v / torch.sqrt((v * v).mean(-1, keepdim=True) + eps)
+    if w is not None:
+        out = out * w
+    return out.to(x.dtype)
+
+
+def _round_fp4(v: float) -> float:
+    """Nearest e2m1 magnitude, ties to the even code (0, 1, 2, 4)."""
+    a = abs(v)
+    best = 0
+    for i, g in enumerate(FP4_VALUES):
+        d, bd = abs(a - g), abs(a - FP4_VALUES[best])
+        if d < bd or (d == bd and i % 2 == 0 and best % 2 == 1):
+            best = i
+    return math.copysign(FP4_VALUES[best], v) if FP4_VALUES[best] else 0.0
+
+
+def _pow2_at_least(amax: float, qmax: float) -> float:
+    return 2.0 ** math.ceil(math.log2(max(amax, 1e-4) / qmax))
+
+
+def _fake_fp8(x: torch.Tensor) -> torch.Tensor:
+    """e4m3 round trip, one power-of-two scale per 64 values of a 1-D bf16 vector."""
+    out = x.float().clone()
+    for start in range(0, out.numel(), 64):
+        block = out[start : start + 64]
+        s = _pow2_at_least(block.abs().max().item(), 448.0)
+        out[start : start + 64] = (block / s).to(torch.float8_e4m3fn).float() * s
+    return out.to(x.dtype)
+
+
+def _fake_fp4(x: torch.Tensor) -> torch.Tensor:
+    """e2m1 round trip, one power-of-two scale per 32 values of a 1-D bf16 vector."""
+    vals = x.float().tolist()
+    out = []
+    for start in range(0, len(vals), 32):
+        block = vals[start : start + 32]
+        s = _pow2_at_least(max(abs(v) for v in block), 6.0)
+        out += [_round_fp4(v / s) * s for v in block]
+    return torch.tensor(out, dtype=torch.float32).to(x.dtype)
+
+
+def _walsh_hadamard(x: torch.Tensor) -> torch.Tensor:
+    """Butterfly Walsh-Hadamard transform of a 1-D vector, scaled by n^-1/2, fp32 in, input dtype out."""
+    v = x.float().clone()
+    n = v.numel()
+    h = 1
+    while h < n:
+        for i in range(0, n, 2 * h):
+            a, b = v[i : i + h].clone(), v[i + h : i + 2 * h].clone()
+            v[i : i + h], v[i + h : i + 2 * h] = a + b, a - b
+        h *= 2
+    return (v / math.sqrt(n)).to(x.dtype)
+
+
+class _Rope:
+    """Interleaved RoPE on the trailing dims with one frequency set (optionally YaRN-scaled)."""
+
+    def __init__(self, dim: int, theta: float, yarn: dict | None):
+        self.dim = dim
+        freqs = [theta ** (-(2 * i) / dim) for i in range(dim // 2)]
+        if yarn:
+            orig, factor = yarn["original_max_position_embeddings"], yarn["factor"]
+            lo = math.floor(dim * math.log(orig / (yarn.get("beta_fast", 32) * 2 * math.pi)) / (2 * math.log(theta)))
+            hi = math.ceil(dim * math.log(orig / (yarn.get("beta_slow", 1) * 2 * math.pi)) / (2 * math.log(theta)))
+            lo, hi = max(lo, 0), min(hi, dim - 1)
+            scaled = []
+            for i, f in enumerate(freqs):
+                ramp = min(max((i - lo) / max(hi - lo, 1e-3), 0.0), 1.0)
+                keep = 1.0 - ramp
+                scaled.append(f / factor * (1 - keep) + f * keep)
+            freqs = scaled
+        self.freqs = freqs
+
+    def __call__(self, x: torch.Tensor, position: int, inverse: bool = False) -> torch.Tensor:
+        """Rotate the last `dim` entries of the 1-D vector x."""
+        out = x.float().clone()
+        base = out.numel() - self.dim
+        for i, f in enumerate(self.freqs):
+            c = torch.tensor(math.cos(position * f), dtype=torch.float32)
+            s = torch.tensor(math.sin(position * f), dtype=torch.float32)
+            if inverse:
+                s = -s
+            a, b = out[base + 2 * i].clone(), out[base + 2 * i + 1].clone()
+            out[base + 2 * i] = a * c - b * s
+            out[base + 2 * i + 1] = a * s + b * c
+        return out.to(x.dtype)
+
+
+class _LayerState:
+    def __init__(self):
+        self.window: list[torch.Tensor] = []  # last `sliding_window` cache entries, oldest first
+        self.compressed: list[torch.Tensor] = []
+        self.history: list[tuple[torch.Tensor, torch.Tensor]] = []  # (kv, score) per token, main compressor
+        self.index_keys: list[torch.Tensor] = []
+        self.index_history: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+
+class ReferenceDecoder:
+    """Batch-1 decoder: `step(token_id, position)` -> fp32 logits [vocab]. Positions must come in order."""
+
+    def __init__(self, config, weights: dict):
+        self.cfg = config
+        self.w = {k: _plain(v) for k, v in weights.items()}
+        yarn = config.rope_scaling if config.rope_scaling.get("type", config.rope_scaling.get("rope_type")) == "yarn" else None
+        self.rope_window = _Rope(config.qk_rope_head_dim, config.rope_theta, None)
+        self.rope_compressed = _Rope(config.qk_rope_head_dim, config.compress_rope_theta, yarn)
+        self.state = [_LayerState() for _ in range(config.num_hidden_layers)]
+        self.next_position = 0
+
+    # -- mHC --------------------------------------------------------------------------------------------
+    def _mix_logits(self, streams: torch.Tensor, fn: torch.Tensor) -> list[torch.Tensor]:
+        """The mixing logits as fp32 scalars, one row of `fn` at a time."""
+        flat = streams.float().reshape(-1)
+        r = torch.rsqrt((flat * flat).mean() + self.cfg.rms_norm_eps)
+        return [(fn[row] @ flat) * r for row in range(fn.shape[0])]
+
+    def _hc_pre(self, streams, prefix):
+        cfg, n, eps = self.cfg, self.cfg.hc_mult, self.cfg.hc_eps
+        fn, s, b = self.w[f"{prefix}_fn"], self.w[f"{prefix}_scale"], self.w[f"{prefix}_base"]
+        m = self._mix_logits(streams, fn)
+        pre = [torch.sigmoid(m[j] * s[0] + b[j]) + eps for j in range(n)]
+        post = [2 * torch.sigmoid(m[n + j] * s[1] + b[n + j]) for j in range(n)]
+        comb = torch.stack(m[2 * n :]).reshape(n, n) * s[2] + b[2 * n :].reshape(n, n)
+        comb = torch.softmax(comb, dim=1) + eps  # row j = source stream j
+        for it in range(cfg.hc_sinkhorn_iters):
+            if it > 0:
+                comb = comb / (comb.sum(dim=1, keepdim=True) + eps)
+            comb = comb / (comb.sum(dim=0, keepdim=True) + eps)
+        x = sum(pre[j] * streams[j].float() for j in range(n))
+        return x.to(BF16), post, comb
+
+    def _hc_post(self, y, streams, post, comb):
+        n = self.cfg.hc_mult
+        out = []
+        for k in range(n):
+            v = post[k] * y.float()
+            for j in range(n):
+                v = v + comb[j, k] * streams[j].float()
+            out.append(v.to(BF16))
+        return torch.stack(out)
+
+    # -- compressor -------------------------------------------------------------------------------------
+    def _pool(self, history, position, ratio, width):
+        """Pool the window ending at `position` from the per-token history (CSA also uses the previous window)."""
+        tokens = []  # (kv, score) restricted to the channels that feed this entry
+        if ratio == 4:
+            for t in range(position - 7, position - 3):
+                if t >= 0:
+                    kv, sc = history[t]
+                    tokens.append((kv[:width], sc[:width]))
+            for t in range(position - 3, position + 1):
+                kv, sc = history[t]
+                tokens.append((kv[width:], sc[width:]))
+        else:
+            for t in range(position - ratio + 1, position + 1):
+                tokens.append(history[t])
+        pooled = torch.zeros(width)
+        for ch in range(width):
+            weights = torch.softmax(torch.stack([sc[ch] for _, sc in tokens]), 0)
+            pooled[ch] = sum(weights[i] * tokens[i][0][ch] for i in range(len(tokens)))
+        return pooled
+
+    def _compress(self, x, position, prefix, ratio, width, history, indexer):
+        cfg = self.cfg
+        kv = _lin(x, self.w[f"{prefix}.wkv"]).float()
+        score = _lin(x, self.w[f"{prefix}.wgate"]).float() + self.w[f"{prefix}.ape"][position % ratio]
+        history.append((kv, score))
+        if (position + 1) % ratio:
+            return None
+        entry = _rmsnorm(self._pool(history, position, ratio, width).to(BF16), self.w[f"{prefix}.norm.weight"],
+                         cfg.rms_norm_eps)
+        entry = self.rope_compressed(entry, position + 1 - ratio)
+        if indexer:
+            return _fake_fp4(_walsh_hadamard(entry))
+        nope = width - cfg.qk_rope_head_dim
+        return torch.cat([_fake_fp8(entry[:nope]), entry[nope:]])
+
+    # -- attention ----------------------------------------------------------------------------------------
+    def _attention(self, x, layer, position):
+        cfg, w, st = self.cfg, self.w, self.state[layer]
+        p = f"layers.{layer}.attn"
+        ratio = cfg.compress_ratios[layer]
+        rope = self.rope_compressed if ratio else self.rope_window
+        hd, nope, eps = cfg.head_dim, cfg.head_dim - cfg.qk_rope_head_dim, cfg.rms_norm_eps
+        qr = _rmsnorm(_lin(x, w[f"{p}.wq_a"]), w[f"{p}.q_norm.weight"], eps)
+        q_all = _lin(qr, w[f"{p}.wq_b"])
+        queries = [rope(_rmsnorm(q_all[h * hd : (h + 1) * hd], None, eps), position)
+                   for h in range(cfg.num_attention_heads)]
+        kv = rope(_rmsnorm(_lin(x, w[f"{p}.wkv"]), w[f"{p}.kv_norm.weight"], eps), position)
+        kv = torch.cat([_fake_fp8(kv[:nope]), kv[nope:]])
+        st.window = (st.window + [kv])[-cfg.sliding_window :]
+        keys = list(st.window)
+        if ratio:
+            entry = self._compress(x, position, f"{p}.compressor", ratio, hd, st.history, False)
+            if entry is not None:
+                st.compressed.append(entry)
+        if ratio == 4:
+            entry = self._compress(x, position, f"{p}.indexer.compressor", 4, cfg.index_head_dim,
+                                   st.index_history, True)
+            if entry is not None:
+                st.index_keys.append(entry)
+            keys += [st.compressed[j] for j in self._index_topk(x, qr, layer, position)]
+        elif ratio:
+            keys += st.compressed
+        keys = torch.stack(keys).float()
+        outs = []
+        for h, q in enumerate(queries):
+            scores = keys @ q.float() / math.sqrt(hd)
+            sink = w[f"{p}.attn_sink"][h]
+            top = torch.maximum(scores.max(), sink)
+            e = torch.exp(scores - top)
+            o = (e @ keys) / (e.sum() + torch.exp(sink - top))
+            outs.append(rope(o.to(BF16), position, inverse=True))
+        group = cfg.num_attention_heads // cfg.o_groups
+        wo_a = w[f"{p}.wo_a"]
+        z = []
+        for g in range(cfg.o_groups):
+            og = torch.cat(outs[g * group : (g + 1) * group])
+            z.append(_lin(og, wo_a[g * cfg.o_lora_rank : (g + 1) * cfg.o_lora_rank]))
+        return _lin(torch.cat(z), w[f"{p}.wo_b"])
+
+    def _index_topk(self, x, qr, layer, position):
+        cfg, w, st = self.cfg, self.w, self.state[layer]
+        p = f"layers.{layer}.attn.indexer"
+        if not st.index_keys:
+            return []
+        d = cfg.index_head_dim
+        q_all = _lin(qr, w[f"{p}.wq_b"])
+        head_w = _lin(x, w[f"{p}.weights_proj"]).float() / math.sqrt(d) / math.sqrt(cfg.index_n_heads)
+        qs = [_fake_fp4(_walsh_hadamard(self.rope_compressed(q_all[h * d : (h + 1) * d], position)))
+              for h in range(cfg.index_n_heads)]
+        scores = []
+        for key in st.index_keys:
+            scores.append(sum(head_w[h].item() * max((qs[h].float() @ key.float()).item(), 0.0)
+                              for h in range(cfg.index_n_heads)))
+        order = sorted(range(len(scores)), key=lambda j: -scores[j])
+        return order[: min(cfg.index_topk, len(scores))]
+
+    # -- MoE -----------------------------------------------------------------------------------------------
+    def _swiglu(self, x, w1, w3):
+        lim = self.cfg.swiglu_limit
+        g = _lin(x, w1).float().clamp(max=lim)
+        u = _lin(x, w3).float().clamp(-lim, lim)
+        return g / (1 + torch.exp(-g)) * u
+
+    def _moe(self, x, layer, token_id):
+        cfg, w = self.cfg, self.w
+        p = f"layers.{layer}.ffn"
+        logits = w[f"{p}.gate.weight"] @ x.float()
+        sigma = [torch.sqrt(torch.nn.functional.softplus(v)) for v in logits]
+        if cfg.is_hash_layer(layer):
+            chosen = [int(e) for e in w[f"{p}.gate.tid2eid"][token_id].tolist()]
+        else:
+            biased = [(sg + bias).item() for sg, bias in zip(sigma, w[f"{p}.gate.bias"])]
+            chosen = sorted(range(len(sigma)), key=lambda e: -biased[e])[: cfg.num_experts_per_tok]
+        total = sum(sigma[e] for e in chosen)
+        out = torch.zeros(cfg.hidden_size)
+        for e in chosen:
+            weight = sigma[e] / total * cfg.routed_scaling_factor
+            h = self._swiglu(x, w[f"{p}.experts.w1"][e], w[f"{p}.experts.w3"][e]) * weight
+            out = out + _lin(h.to(BF16), w[f"{p}.experts.w2"][e]).float()
+        for _ in range(cfg.n_shared_experts):
+            h = self._swiglu(x, w[f"{p}.shared_experts.w1"], w[f"{p}.shared_experts.w3"])
+            out = out + _lin(h.to(BF16), w[f"{p}.shared_experts.w2"]).float()
+        return out.to(BF16)
+
+    # -- step ----------------------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def step(self, token_id: int, position: int) -> torch.Tensor:
+        if position != self.next_position:
+            raise ValueError(f"positions must be consecutive: expected {self.next_position}, got {position}")
+        self.next_position += 1
+        cfg, w, eps = self.cfg, self.w, self.cfg.rms_norm_eps
+        emb = w["embed.weight"][token_id].to(BF16)
+        streams = torch.stack([emb] * cfg.hc_mult)
+        for layer in range(cfg.num_hidden_layers):
+            p = f"layers.{layer}"
+            x, post, comb = self._hc_pre(streams, f"{p}.hc_attn")
+            y = self._attention(_rmsnorm(x, w[f"{p}.attn_norm.weight"], eps), layer, position)
+            streams = self._hc_post(y, streams, post, comb)
+            x, post, comb = self._hc_pre(streams, f"{p}.hc_ffn")
+            y = self._moe(_rmsnorm(x, w[f"{p}.ffn_norm.weight"], eps), layer, token_id)
+            streams = self._hc_post(y, streams, post, comb)
+        m = self._mix_logits(streams, w["hc_head_fn"])
+        pre = [torch.sigmoid(m[j] * w["hc_head_scale"][0] + w["hc_head_base"][j]) + cfg.hc_eps
+               for j in range(cfg.hc_mult)]
+        x = sum(pre[j] * streams[j].float() for j in range(cfg.hc_mult)).to(BF16)
+        return _rmsnorm(x, w["norm.weight"], eps).float() @ w["head.weight"].T
