@@ -18,7 +18,7 @@ DOCS_PAGE = ROOT / "docs" / "rules.md"
 if str(ROOT) not in sys.path:  # run as a plain script from a source checkout
     sys.path.insert(0, str(ROOT))
 
-from graphready.catalog import RuleDoc, load_catalog  # noqa: E402
+from graphready.catalog import CatalogError, RuleDoc, load_catalog  # noqa: E402
 
 KIND_TITLES = {
     "lint": ("Lint rules (GR)", "Found statically by `graphready lint` in source code."),
@@ -79,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/rules.md is stale")
     args = parser.parse_args(argv)
-    text = render()
+    try:
+        text = render()
+    except CatalogError as exc:
+        print(f"gen_rule_docs: bad rule catalog: {exc}", file=sys.stderr)
+        return 2
     current = DOCS_PAGE.read_text(encoding="utf-8") if DOCS_PAGE.exists() else ""
     if args.check:
         if current != text:
