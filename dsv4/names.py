@@ -94,7 +94,6 @@ LAYER_HF = {
     "ffn.shared_experts.w2": "mlp.shared_experts.down_proj",
 }
 EXPERT_HF = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
-SCHEMES = ("official", "hf")
 
 F32, BF16 = (torch.float32,), (torch.bfloat16,)
 NORM_DTYPES = (torch.bfloat16, torch.float32)
@@ -117,10 +116,6 @@ class TensorSpec:
     dtypes: tuple[torch.dtype, ...] = BF16
     role: str = "plain"
     init: str = "linear"
-
-    @property
-    def layer(self) -> int | None:
-        return int(self.name.split(".")[1]) if self.name.startswith("layers.") else None
 
 
 def global_specs(c: DSV4Config) -> list[TensorSpec]:
