@@ -8,7 +8,7 @@ from safetensors.torch import load_file, save_file
 
 import dsv4.checkpoint as ckpt
 from dsv4.checkpoint import CheckpointError, load_checkpoint
-from dsv4.formats import BF16Weight, FP8BlockWeight, MXFP4Weight, NVFP4Weight, quantize_fp8_block
+from dsv4.formats import BF16Weight, FP8BlockWeight, MXFP4Weight, NVFP4Weight, quantize_fp8_block, quantize_nvfp4
 from dsv4.synth import synthetic_weights, write_checkpoint
 
 INDEX = "model.safetensors.index.json"
@@ -148,6 +148,24 @@ def test_fp8_variants_per_tensor_scale_and_quantized_dense_matrices(nvfp4_ckpt, 
     kv = got["layers.3.attn.wkv"]
     assert isinstance(kv, FP8BlockWeight) and kv.scale.tolist() == [[0.5]]
     assert torch.equal(got["layers.3.ffn.gate.weight"], gate_q.dequantize(torch.bfloat16))
+
+
+def test_attention_stored_nvfp4_as_in_the_log_is_detected(nvfp4_ckpt, tmp_path, tiny):
+    root = copy_ckpt(nvfp4_ckpt, tmp_path)
+    base = "model.layers.1.self_attn.q_a_proj"
+    q = quantize_nvfp4(torch.randn(32, 64))
+    wmap = weight_map(root)
+
+    def to_nvfp4(t):
+        t.pop(base + ".weight_scale_inv")
+        t.update({base + ".weight": q.packed, base + ".weight_scale": q.scale, base + ".weight_scale_2": q.global_scale})
+    edit_shard(root, base + ".weight", to_nvfp4)
+    file = wmap.pop(base + ".weight_scale_inv")
+    wmap.update({base + ".weight_scale": file, base + ".weight_scale_2": file})
+    (root / INDEX).write_text(json.dumps({"weight_map": wmap}))
+    got = load_checkpoint(root, tiny, layers=[1])["layers.1.attn.wq_a"]
+    assert isinstance(got, NVFP4Weight) and got.input_scale is None
+    assert torch.equal(got.dequantize(), q.dequantize())
 
 
 # ------------------------------------------------------------------ error paths
