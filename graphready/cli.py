@@ -37,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         command = None
     parser = build_parser(command)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse has printed the usage error (or --help)
+        return int(exc.code or 0)
     if args.command is None:
         parser.print_help()
         return 2

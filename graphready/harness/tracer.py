@@ -137,7 +137,8 @@ class OpTracer(TorchDispatchMode):
         inputs = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
         self._check_device_and_stream(op, inputs, loc)
         tokens, reads = self._tokens(leaves)
-        before = torch.cuda.memory_allocated(self.device)
+        on_gpu = self.device.type == "cuda"
+        before = torch.cuda.memory_allocated(self.device) if on_gpu else 0
         try:
             out = func(*args, **kwargs)
         except Exception as exc:
@@ -146,7 +147,7 @@ class OpTracer(TorchDispatchMode):
             raise
         if self.capture_stream is not None and self.failure is None and not self._capturing():
             self.failure = OpFailure(op, loc, None)
-        grown = torch.cuda.memory_allocated(self.device) - before
+        grown = torch.cuda.memory_allocated(self.device) - before if on_gpu else 0
         if grown > 0:
             self.alloc_by_line[loc] = self.alloc_by_line.get(loc, 0) + grown
         index = len(self.records)

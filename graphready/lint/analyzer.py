@@ -201,8 +201,7 @@ class FileAnalyzer:
                     host = env.host_status(value)
                     if host:
                         facts.host_attrs[attr] = host
-                    if isinstance(value, cst.Call):
-                        callee = env.qualname(value.func) or ""
+                    for callee in _callees(value, env):  # the value itself, or a container built of them
                         if callee in LOCK_TYPES:
                             facts.lock_names.add(attr)
                         elif callee.endswith("cute.compile"):
@@ -230,6 +229,22 @@ class FileAnalyzer:
                 if self._hot_line(info.key, line):
                     frozen.setdefault(name, line)
         return frozen
+
+
+def _callees(value: cst.BaseExpression, env: TensorEnv) -> set[str]:
+    if isinstance(value, cst.Call):
+        return {env.qualname(value.func) or ""}
+    if isinstance(value, (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.DictComp, cst.GeneratorExp)):
+        calls = cst.ensure_type(value, cst.BaseExpression)
+        found: set[str] = set()
+
+        class _Calls(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                found.add(env.qualname(node.func) or "")
+
+        calls.visit(_Calls())
+        return found
+    return set()
 
 
 class _RuleWalker(cst.CSTVisitor):

@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(paths[0], args.config)
     if args.baseline is not None:
         config.baseline = args.baseline
+    if args.write_baseline is not None:
+        config.baseline = None  # record everything, whatever an old baseline said
     if args.fail_on:
         config.fail_on = Severity.parse(args.fail_on)
     selection = Selection(_codes(args.select) or config.select, config.ignore + _codes(args.ignore))

@@ -129,6 +129,7 @@ class DefaultStreamLaunch(Rule):
             for a in node.args
         )
         if not has_stream:
-            ctx.report(node, "a compiled CuTeDSL kernel called without a stream runs on the default stream: during "
-                             "capture it executes eagerly and escapes the graph ('The CUDA Graph is empty'); pass "
+            what = "a compiled CuTeDSL kernel" if self._is_compiled(node.func, ctx) else "a kernel given only `from_dlpack` tensors"
+            ctx.report(node, f"{what} called without a stream runs on the default stream: during capture it "
+                             "executes eagerly and escapes the graph ('The CUDA Graph is empty'); pass "
                              "`cuda.CUstream(torch.cuda.current_stream().cuda_stream)`")

@@ -21,6 +21,8 @@ class HotAlloc(Rule):
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
         name = ctx.qualname(node.func) or ""
         short = name.rsplit(".", 1)[-1]
+        if keyword(node, "out") is not None:
+            return  # writes into an existing buffer
         if name.startswith("torch.") and name.count(".") == 1 and (short in ALLOCATING_FACTORIES or short.endswith("_like")):
             ctx.report(node, f"`{name}` allocates every step; preallocate once and reuse it (`out=`, `copy_`, `fill_`, `zero_`)")
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value in NEW_METHODS:

@@ -37,9 +37,11 @@ class DynamicShape(Rule):
                              "use `torch.nonzero_static` or the three-argument form")
         elif op == "repeat_interleave" and keyword(node, "output_size") is None:
             args = positional(node)
-            repeats = keyword(node, "repeats") or (args[1] if name == "torch.repeat_interleave" and len(args) > 1
-                                                   else args[0] if name != "torch.repeat_interleave" and args else None)
-            if repeats is not None and ctx.env.is_tensor(repeats):
+            function_form = name == "torch.repeat_interleave"
+            repeats = keyword(node, "repeats") or (args[1] if function_form and len(args) > 1
+                                                   else args[0] if not function_form and args else None)
+            self_repeats = repeats is None  # `torch.repeat_interleave(counts)`: the tensor is its own repeats
+            if self_repeats or ctx.env.is_tensor(repeats):
                 ctx.report(node, "`repeat_interleave` with tensor repeats and no `output_size=` sizes its output by "
                                  "the data; pass `output_size`")
 
