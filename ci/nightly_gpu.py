@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -115,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
 
 def visible_gpus() -> list[str]:
     """GPU ids this run may use, asked of a child process so this one never initialises CUDA."""
+    if shutil.which("nvidia-smi") is None:
+        return []  # no NVIDIA driver: skip the (slow) torch probe
     probe = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
     try:
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
