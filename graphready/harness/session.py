@@ -122,7 +122,8 @@ def _check(run: UnitRun) -> None:
     run.on_phase("inputs")
     try:
         static_inputs = _inputs(unit, 0)
-        fresh_inputs = _inputs(unit, 1)  # made now: after capture, allocations could land in freed blocks
+        # Made now: after capture, new allocations could land in (and hide) blocks the graph still reads.
+        fresh_inputs = (_inputs(unit, 1), _inputs(unit, 2))
         state0 = clone_all(run.state_tensors())
     except Exception as exc:
         raise _eager_failure(run, "make_inputs/state", exc) from None
@@ -214,7 +215,6 @@ def _capture(run: UnitRun, inputs: tuple, state0: tuple, capture_stream: torch.c
     tracer = OpTracer(
         device, named_storages=_named_storages(inputs, run.state_tensors()), capture_stream=capture_stream, root=options.root
     )
-    torch.cuda.reset_peak_memory_stats(device)
     allocated_before = torch.cuda.memory_allocated(device)
     outcome = capture_check.capture_step(lambda: run.step(inputs), tracer, capture_stream, options.root)
     for issue in tracer.device_issues:
@@ -226,8 +226,7 @@ def _capture(run: UnitRun, inputs: tuple, state0: tuple, capture_stream: torch.c
     run.result.capture = "ok"
 
     run.on_phase("capture analysis")
-    peak = torch.cuda.max_memory_allocated(device)
-    run.result.capture_alloc_bytes = max(peak - allocated_before, 0)
+    run.result.capture_alloc_bytes = max(tracer.peak_allocated - allocated_before, 0)
     if run.result.capture_alloc_bytes > options.capture_alloc_limit:
         by_line = tracer.alloc_by_line
         top = max((loc for loc in by_line if loc is not None), key=lambda loc: by_line[loc], default=None)
@@ -262,18 +261,24 @@ def _capture(run: UnitRun, inputs: tuple, state0: tuple, capture_stream: torch.c
     return graph, outcome.outputs, tracer
 
 
-def _replay_checks(run, graph, static_outputs, tracer, static_inputs, fresh, state0, capture_stream) -> None:
+def _second_step(difference: str | None) -> str | None:
+    return None if difference is None else f"on the second consecutive step, {difference}"
+
+
+def _replay_checks(run, graph, static_outputs, tracer, static_inputs, fresh_inputs, state0, capture_stream) -> None:
     device, options = run.device, run.options
     atol, rtol = run.unit.atol, run.unit.rtol
     # The harness's own copies go to a stream of their own: the caching allocator hands a freed block
     # only to allocations on the stream that freed it, so they cannot hide a freed graph input.
     harness_stream = torch.cuda.Stream(device=device)
+    fresh, fresh_next = fresh_inputs
     run.on_phase("replay")
 
-    def replay(inputs: tuple) -> tuple[tuple, tuple]:
+    def replay(inputs: tuple, restore: bool = True) -> tuple[tuple, tuple]:
         for dst, src in zip(tensors_in(static_inputs), tensors_in(inputs)):
             dst.copy_(src)
-        run.restore(state0)
+        if restore:
+            run.restore(state0)
         torch.cuda.synchronize(device)
         with torch.cuda.stream(capture_stream):
             graph.replay()
@@ -300,6 +305,10 @@ def _replay_checks(run, graph, static_outputs, tracer, static_inputs, fresh, sta
             record = freed_check.freed_reads(tracer.records, freed_blocks)
             freed_location = record.location if record else None
             run.add("GD304", freed_check.freed_message(freed_location, changed), freed_location)
+
+        # A second consecutive step shows buffers the graph reads but the step rebinds (stale state).
+        replay(fresh)
+        second, second_state = replay(fresh_next, restore=False)
     except Exception as exc:
         run.result.error = f"replay raised {type(exc).__name__}: {exc}"
         run.add("GD201", f"the captured graph failed to replay: {type(exc).__name__}: {exc}", None)
@@ -312,12 +321,17 @@ def _replay_checks(run, graph, static_outputs, tracer, static_inputs, fresh, sta
         with eager_tracer:
             eager = clone_all(run.step(fresh))
         eager_state = clone_all(run.state_tensors())
+        eager_second = clone_all(run.step(fresh_next))
+        eager_second_state = clone_all(run.state_tensors())
         torch.cuda.synchronize(device)
     except Exception as exc:
         raise _eager_failure(run, "eager step after capture", exc) from None
 
-    difference = first_difference(eager, replayed, atol, rtol) or first_difference(
-        eager_state, replayed_state, atol, rtol, what="state tensor"
+    difference = (
+        first_difference(eager, replayed, atol, rtol)
+        or first_difference(eager_state, replayed_state, atol, rtol, what="state tensor")
+        or _second_step(first_difference(eager_second, second, atol, rtol))
+        or _second_step(first_difference(eager_second_state, second_state, atol, rtol, what="state tensor"))
     )
     mismatch_location, why = replay_check.explain_mismatch(tracer, eager_tracer, tracer.replaced_state)
     if difference:

@@ -71,7 +71,8 @@ class OpTracer(TorchDispatchMode):
         self.records: list[OpRecord] = []
         self.producers: dict[int, int] = {}  # storage address -> index of the op that made it
         self.failure: OpFailure | None = None
-        self.alloc_by_line: dict[Location | None, int] = {}
+        self.alloc_by_line: dict[Location | None, int] = {}  # bytes each line's ops took at their peak
+        self.peak_allocated = 0  # the highest allocated bytes seen while tracing (GPU only)
         self.device_issues: list[Issue] = []
         self.replaced_state: list[tuple[int, int]] = []  # (state index, new address), set after capture
         self._seen_issue_lines: set[tuple[Location | None, str]] = set()
@@ -138,7 +139,9 @@ class OpTracer(TorchDispatchMode):
         self._check_device_and_stream(op, inputs, loc)
         tokens, reads = self._tokens(leaves)
         on_gpu = self.device.type == "cuda"
-        before = torch.cuda.memory_allocated(self.device) if on_gpu else 0
+        if on_gpu:  # the op's own peak, temporaries and workspaces included
+            torch.cuda.reset_peak_memory_stats(self.device)
+            before = torch.cuda.memory_allocated(self.device)
         try:
             out = func(*args, **kwargs)
         except Exception as exc:
@@ -147,9 +150,11 @@ class OpTracer(TorchDispatchMode):
             raise
         if self.capture_stream is not None and self.failure is None and not self._capturing():
             self.failure = OpFailure(op, loc, None)
-        grown = torch.cuda.memory_allocated(self.device) - before if on_gpu else 0
-        if grown > 0:
-            self.alloc_by_line[loc] = self.alloc_by_line.get(loc, 0) + grown
+        if on_gpu:
+            peak = torch.cuda.max_memory_allocated(self.device)
+            self.peak_allocated = max(self.peak_allocated, peak)
+            if peak > before:
+                self.alloc_by_line[loc] = self.alloc_by_line.get(loc, 0) + peak - before
         index = len(self.records)
         self.records.append(OpRecord(op, loc, tokens, reads))
         outputs = tensors_in(out)

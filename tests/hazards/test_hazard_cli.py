@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +18,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _check(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200")  # rich: wide enough that unit names are not truncated
     return subprocess.run(
         [sys.executable, "-m", "graphready.cli", "check", TARGET, *args],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
 
 

@@ -290,19 +290,22 @@ WIDE_ROWS = 16384  # 16384 x 1024 fp32 = 64 MiB
 class WideTemporary:
     """e7766254: GEMM outputs allocated per call inside the capture."""
 
+    def __init__(self) -> None:
+        self.scales = torch.linspace(0.0, 1.0, WIDE_ROWS, device="cuda")
+
     def __call__(self, x):
-        wide = x.expand(WIDE_ROWS, N).contiguous()  # hazard: GD402
-        return wide.sum(0)
+        table = torch.outer(self.scales, x)  # hazard: GD402
+        return table[0] + table[-1]
 
 
 class WidePreallocated:
     def __init__(self) -> None:
-        self.wide = torch.empty(WIDE_ROWS, N, device="cuda")
-        self.out = torch.empty(N, device="cuda")
+        self.scales = torch.linspace(0.0, 1.0, WIDE_ROWS, device="cuda")
+        self.table = torch.empty(WIDE_ROWS, N, device="cuda")
 
     def __call__(self, x):
-        self.wide.copy_(x.expand(WIDE_ROWS, N))
-        return torch.sum(self.wide, 0, out=self.out)
+        torch.outer(self.scales, x, out=self.table)
+        return self.table[0] + self.table[-1]
 
 
 # -- GD501: streams and devices --------------------------------------------------------------------
