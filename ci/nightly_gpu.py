@@ -31,7 +31,7 @@ sys.path.insert(0, str(CI_DIR.parent))  # run from a checkout without installing
 from graphready.config import load_config  # noqa: E402
 from graphready.errors import UsageError  # noqa: E402
 from graphready.findings import Finding, Severity, report_to_json, summarize  # noqa: E402
-from graphready.lint.baseline import load_baseline  # noqa: E402
+from graphready.lint.baseline import assign_fingerprints, load_baseline, write_baseline  # noqa: E402
 from graphready.output import render  # noqa: E402
 from graphready.report.baseline import diff_against, finding_key  # noqa: E402
 from graphready.report.html import render_html  # noqa: E402
@@ -67,6 +67,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--root", type=Path, default=Path("."), help="project root holding pyproject.toml")
     parser.add_argument("--baseline", type=Path,
                         help="lint baseline file (default: [tool.graphready] baseline); without one every finding is new")
+    parser.add_argument("--write-baseline", type=Path, metavar="FILE",
+                        help="record every current lint and check finding as legacy debt here, then exit 0")
     parser.add_argument("--allow-no-gpu", action="store_true",
                         help="without a CUDA device, run lint only instead of failing")
     parser.add_argument("--pytest-args", default="", help="extra arguments for the gpu pytest run (one string)")
@@ -97,6 +99,11 @@ def run(args: argparse.Namespace) -> int:
     pytest_junit = run_gpu_tests(root, out, gpus, args.pytest_args, gate) if gpus else None
 
     findings = [f for doc in documents for f in doc.findings]
+    fingerprint_check_findings(findings, root)
+    if args.write_baseline:
+        write_baseline(args.write_baseline, findings)
+        print(f"recorded {len(findings)} findings in {args.write_baseline}")
+        return 0
     for finding in findings:
         finding.baselined = baseline is not None and finding_key(finding) in baseline
     judge(documents, baseline or set(), gate)
@@ -129,6 +136,18 @@ def visible_gpus() -> list[str]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else [str(i) for i in range(count)]
     return ids[:count]
+
+
+def fingerprint_check_findings(findings: list[Finding], root: Path) -> None:
+    """Give `check` findings the lint baseline's line-move-proof fingerprint, so they can be baselined too."""
+    missing = [f for f in findings if not f.fingerprint]
+    sources = {}
+    for path in {f.path for f in missing}:
+        try:
+            sources[path] = (root / path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            sources[path] = []
+    assign_fingerprints(missing, sources)
 
 
 def graphready_json(command: list[str], root: Path, dest: Path) -> ResultDocument:

@@ -55,8 +55,10 @@ def test_legacy_debt_passes_and_new_debt_fails(project, tmp_path):
     assert [f["rule"] for f in results["findings"]] == ["GR101"]
 
     baseline = tmp_path / "baseline.json"
-    baseline.write_text(json.dumps({"version": 1, "entries": [
-        {"path": f["path"], "rule": f["rule"], "fingerprint": f["fingerprint"]} for f in results["findings"]]}))
+    record = nightly(project, "--out", str(tmp_path / "record"), "--allow-no-gpu", "--write-baseline", str(baseline))
+    assert record.returncode == 0 and "recorded 1 findings" in record.stdout
+    assert [e["fingerprint"] for e in json.loads(baseline.read_text())["entries"]] == \
+        [f["fingerprint"] for f in results["findings"]]
     out = tmp_path / "second"
     second = nightly(project, "--out", str(out), "--allow-no-gpu", "--baseline", str(baseline))
     assert second.returncode == 0, second.stdout + second.stderr
@@ -95,3 +97,21 @@ def test_bad_configuration_is_a_clear_error(project, tmp_path):
     (project / "pyproject.toml").write_text('[tool.graphready]\ncheck-targets = ["dsv4"]\n')
     missing = nightly(project, "--out", str(tmp_path / "out"), "--allow-no-gpu", "--baseline", "nope.json")
     assert missing.returncode == 2 and "baseline file not found: nope.json" in missing.stderr
+
+
+def test_check_findings_get_fingerprints_that_survive_line_moves(project):
+    sys.path.insert(0, str(NIGHTLY.parent))
+    from nightly_gpu import fingerprint_check_findings
+
+    from graphready.findings import Finding, Severity
+
+    def fingerprint(line: int) -> str:
+        finding = Finding("pkg/model.py", line, 0, "GD201", "capture-failed", Severity.ERROR, "capture failed",
+                          unit="post_block")
+        fingerprint_check_findings([finding], project)
+        return finding.fingerprint
+
+    before = fingerprint(7)
+    (project / "pkg" / "model.py").write_text("\n" + HOT_SYNC)
+    assert before and fingerprint(8) == before
+    assert fingerprint(7) != before  # a different line of code is a different finding
