@@ -23,6 +23,16 @@ def cuda_available() -> bool:
     return gpu_available()
 
 
+def gpu_count() -> int:
+    """Visible GPUs, counted through NVML so that this process never initialises CUDA."""
+    if not gpu_available():
+        return 0
+    import torch
+
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    return torch.cuda.device_count()
+
+
 def _verdict(result, markers) -> str:
     if result.name in HAZARDS:
         cls, codes = HAZARDS[result.name]
@@ -71,4 +81,4 @@ def hazard_results():
     return by_name
 
 
-__all__ = ["CLEAN_TWINS", "HAZARDS", "cuda_available", "graph_unit_check", "hazard_results"]
+__all__ = ["CLEAN_TWINS", "HAZARDS", "cuda_available", "gpu_count", "graph_unit_check", "hazard_results"]

@@ -1,0 +1,1 @@
+"""Built-in targets for `graphready check` (`graphready check dsv4`)."""

@@ -1,0 +1,34 @@
+"""The built-in dsv4 target: every layer of the tiny decoder and the full step pass `graphready check`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_dsv4_tiny_every_layer_and_the_step_pass(tmp_path):
+    from conftest import cuda_available
+
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    out = tmp_path / "dsv4.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphready.cli", "check", "dsv4", "--preset", "tiny", "--format", "json",
+         "--output", str(out), "--no-lint", "--jobs", "4"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    doc = json.loads(out.read_text())
+    details = [f"{f['unit']} {f['rule']} {f['path']}:{f['line']} {f['message']}" for f in doc["findings"]]
+    assert proc.returncode == 0, "\n".join(details) + proc.stderr
+    names = [u["name"] for u in doc["units"]]
+    assert names[-1] == "step" and names[0] == "layer0"
+    for unit in doc["units"]:
+        assert unit["status"] == "pass" and unit["capture"] == "ok"
+        assert unit["kernels"] == unit["graph_kernels"] > 0
