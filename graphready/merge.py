@@ -36,8 +36,14 @@ def is_twin(check_rule: str, lint_rule: str) -> bool:
     return False
 
 
-def _key(path: str) -> str:
+def _norm(path: str) -> str:
     return path.replace("\\", "/").removeprefix("./")
+
+
+def same_file(a: str, b: str) -> bool:
+    """Paths relative to different roots (the checkout, a nested project) name the same file."""
+    a, b = _norm(a), _norm(b)
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
 
 
 def mark_evidence(check_findings: Iterable[Finding], lint_findings: Iterable[Finding]) -> list[Finding]:
@@ -46,14 +52,16 @@ def mark_evidence(check_findings: Iterable[Finding], lint_findings: Iterable[Fin
     Returns the GD findings followed by the lint findings, each lint finding marked confirmed when a
     GD finding pairs with it and static otherwise.
     """
-    by_line: dict[tuple[str, int], list[Finding]] = defaultdict(list)
+    by_line: dict[int, list[Finding]] = defaultdict(list)
     lint = list(lint_findings)
     for finding in lint:
-        by_line[(_key(finding.path), finding.line)].append(finding)
+        by_line[finding.line].append(finding)
     confirmed_lint: set[int] = set()
     checks = list(check_findings)
     for finding in checks:
-        twins = [f for f in by_line.get((_key(finding.path), finding.line), []) if is_twin(finding.rule, f.rule)]
+        twins = [
+            f for f in by_line.get(finding.line, []) if same_file(finding.path, f.path) and is_twin(finding.rule, f.rule)
+        ]
         finding.evidence = Evidence.CONFIRMED if twins else Evidence.DYNAMIC
         confirmed_lint.update(id(f) for f in twins)
     for finding in lint:

@@ -76,3 +76,34 @@ def test_one_lint_finding_can_confirm_two_checks():
     lint = _finding("GR101")
     mark_evidence([sync, capture], [lint])
     assert sync.evidence is capture.evidence is Evidence.CONFIRMED
+
+
+def test_lint_paths_relative_to_a_nested_project_still_pair():
+    check = _finding("GD101", path="examples/decoder/decoder/attention.py", line=23)
+    lint = _finding("GR101", path="decoder/attention.py", line=23)
+    mark_evidence([check], [lint])
+    assert check.evidence is Evidence.CONFIRMED
+
+
+def test_check_command_cross_checks_with_the_real_linter(tmp_path):
+    import pytest
+
+    pytest.importorskip("libcst")
+    from graphready.harness.command import cross_check_with_lint
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n')
+    (tmp_path / "layer.py").write_text(
+        "import torch\n"
+        "from graphready import hot_path\n"
+        "\n"
+        "\n"
+        "@hot_path\n"
+        "def step(x: torch.Tensor) -> torch.Tensor:\n"
+        "    peak = x.abs().max().item()\n"
+        "    return x / peak\n"
+    )
+    sync = _finding("GD101", path="layer.py", line=7)
+    blind = _finding("GD304", path="layer.py", line=8)
+    cross_check_with_lint([sync, blind], tmp_path, enabled=None)
+    assert sync.evidence is Evidence.CONFIRMED
+    assert blind.evidence is Evidence.DYNAMIC
