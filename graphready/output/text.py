@@ -74,12 +74,16 @@ def _print_finding(console: Console, finding: Finding, sources: SourceCache, sho
 
 
 def _caret(finding: Finding, source: str) -> str:
-    """`^^^` under the finding's span; to the end of the line when it spans several lines."""
-    start = len(source[: finding.column].expandtabs(TAB_SIZE))
-    if finding.end_line == finding.line and finding.end_column > finding.column:
+    """`^^^` under the finding's span; to the end of the line when it spans several lines, and
+    under the line's code (not its indentation) when the finding only names the line."""
+    column = finding.column
+    if finding.end_line == finding.line and finding.end_column > column:
         stop = len(source[: finding.end_column].expandtabs(TAB_SIZE))
     else:
-        stop = len(source.expandtabs(TAB_SIZE))
+        if finding.end_line == finding.line:
+            column = max(column, len(source) - len(source.lstrip()))
+        stop = len(source.rstrip().expandtabs(TAB_SIZE))
+    start = len(source[:column].expandtabs(TAB_SIZE))
     return " " * start + "^" * max(1, stop - start)
 
 

@@ -66,3 +66,10 @@ def test_units_table_for_check():
     row = next(line for line in out.splitlines() if "layer0.attn" in line)
     assert [cell.strip() for cell in row.split("│")[1:-1]] == ["layer0.attn", "pass", "ok", "2.000", "0.500",
                                                                "4.00x", "12"]
+
+
+def test_a_finding_that_names_only_its_line_underlines_the_code_not_the_indent(project, host_sync):
+    lines = text([host_sync(column=0, end_column=0, rule="GD101")], root=project).splitlines()
+    code = next(i for i, line in enumerate(lines) if "peak = x.abs().max().item()" in line)
+    assert lines[code + 1].index("^") == lines[code].index("peak")
+    assert lines[code + 1].rstrip().endswith("^") and len(lines[code + 1].rstrip()) == len(lines[code].rstrip())
