@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ def test_dsv4_tiny_every_layer_and_the_step_pass(tmp_path):
 
     if not cuda_available():
         pytest.skip("needs a CUDA GPU")
-    out = tmp_path / "dsv4.json"
+    out = Path(os.environ.get("GRAPHREADY_VERDICT_DIR", tmp_path)) / "dsv4_tiny.json"
     proc = subprocess.run(
         [sys.executable, "-m", "graphready.cli", "check", "dsv4", "--preset", "tiny", "--format", "json",
          "--output", str(out), "--no-lint", "--jobs", "4"],

@@ -15,10 +15,11 @@ from graphready.harness.frames import Location
 from graphready.harness.tracer import OpRecord
 
 _DEFAULT_POOL = (0, 0)
+SMALL_REQUEST_LIMIT = 1 << 20  # the caching allocator serves requests up to 1 MiB from its small pool
 
 
-def free_blocks(device: torch.device) -> list[tuple[int, int, int]]:
-    """(address, size, stream) of each free block in the regular pool of `device`."""
+def free_blocks(device: torch.device) -> list[tuple[int, int, int, bool]]:
+    """(address, size, stream, in a small-pool segment) of each free block in the regular pool of `device`."""
     blocks = []
     for segment in torch.cuda.memory_snapshot():
         if segment.get("device") != device.index:
@@ -27,7 +28,8 @@ def free_blocks(device: torch.device) -> list[tuple[int, int, int]]:
             continue  # a graph's private pool: owned by the graph
         for block in segment.get("blocks", []):
             if block.get("state") == "inactive":
-                blocks.append((block["address"], block["size"], segment.get("stream", 0)))
+                small = segment.get("segment_type") == "small"
+                blocks.append((block["address"], block["size"], segment.get("stream", 0), small))
     return blocks
 
 
@@ -35,10 +37,13 @@ def overwrite_free_blocks(device: torch.device) -> int:
     """Fill every free regular-pool block with 0xFF bytes, then free them again. Returns bytes written.
 
     The caching allocator reuses a free block only for the stream it was freed on, so each block
-    is claimed from its own stream.
+    is claimed from its own stream; small-pool blocks are claimed in requests the small pool serves.
     """
     by_stream: dict[int, list[int]] = defaultdict(list)
-    for _, size, stream in free_blocks(device):
+    for _, size, stream, small in free_blocks(device):
+        while small and size > SMALL_REQUEST_LIMIT:
+            by_stream[stream].append(SMALL_REQUEST_LIMIT)
+            size -= SMALL_REQUEST_LIMIT
         by_stream[stream].append(size)
     fills: list[torch.Tensor] = []
     written = 0
@@ -59,11 +64,11 @@ def overwrite_free_blocks(device: torch.device) -> int:
     return written
 
 
-def freed_reads(records: list[OpRecord], blocks: list[tuple[int, int, int]]) -> OpRecord | None:
+def freed_reads(records: list[OpRecord], blocks: list[tuple[int, int, int, bool]]) -> OpRecord | None:
     """The first captured op that read from a block that is free now."""
     for record in records:
         for address, nbytes in record.reads:
-            for start, size, _ in blocks:
+            for start, size, _, _ in blocks:
                 if address < start + size and start < address + max(nbytes, 1):
                     return record
     return None
