@@ -107,17 +107,15 @@ class _Rope:
         self.freqs = freqs
 
     def __call__(self, x: torch.Tensor, position: int, inverse: bool = False) -> torch.Tensor:
-        """Rotate the last `dim` entries of the 1-D vector x."""
+        """Rotate the last `dim` entries of the 1-D vector x: pair (2i, 2i+1) by angle position * freq_i."""
+        sign = -1.0 if inverse else 1.0
+        cos = torch.tensor([math.cos(position * f) for f in self.freqs], dtype=torch.float32)
+        sin = torch.tensor([sign * math.sin(position * f) for f in self.freqs], dtype=torch.float32)
         out = x.float().clone()
         base = out.numel() - self.dim
-        for i, f in enumerate(self.freqs):
-            c = torch.tensor(math.cos(position * f), dtype=torch.float32)
-            s = torch.tensor(math.sin(position * f), dtype=torch.float32)
-            if inverse:
-                s = -s
-            a, b = out[base + 2 * i].clone(), out[base + 2 * i + 1].clone()
-            out[base + 2 * i] = a * c - b * s
-            out[base + 2 * i + 1] = a * s + b * c
+        a, b = out[base::2].clone(), out[base + 1 :: 2].clone()
+        out[base::2] = a * cos - b * sin
+        out[base + 1 :: 2] = a * sin + b * cos
         return out.to(x.dtype)
 
 
