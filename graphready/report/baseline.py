@@ -20,9 +20,19 @@ def finding_key(finding: Finding) -> BaselineKey:
     return (finding.path, finding.rule, finding.fingerprint or "")
 
 
-def diff_against(findings: list[Finding], baseline: set[BaselineKey]) -> BaselineDiff:
-    """New = not in the baseline; fixed = in the baseline, no longer found."""
+def diff_against(findings: list[Finding], baseline: set[BaselineKey],
+                 tools: frozenset[str] = frozenset({"lint", "check"})) -> BaselineDiff:
+    """New = not in the baseline; fixed = in the baseline, no longer found by a tool that ran.
+
+    A baseline entry of a tool that did not run (a GD entry in a lint-only run) is not "fixed".
+    """
     found = {finding_key(f) for f in findings}
     new = [f for f in findings if finding_key(f) not in baseline]
-    fixed = [{"path": p, "rule": r, "fingerprint": fp} for p, r, fp in sorted(baseline - found)]
+    fixed = [{"path": p, "rule": r, "fingerprint": fp} for p, r, fp in sorted(baseline - found)
+             if rule_tool(r) in tools]
     return BaselineDiff(new=new, fixed=fixed)
+
+
+def rule_tool(rule: str) -> str:
+    """Which tool reports a rule code: GD codes come from `check`, everything else from `lint`."""
+    return "check" if rule.startswith("GD") else "lint"

@@ -67,7 +67,7 @@ def build_triage(documents: list[ResultDocument], root: Path | None,
     sources = SourceCache(root)
     catalog = load_catalog()
     causes: dict[str, RootCause] = {}
-    diff = diff_against(findings, baseline) if baseline is not None else None
+    diff = diff_against(findings, baseline, tools_that_ran(documents)) if baseline is not None else None
     new_keys = {finding_key(f) for f in diff.new} if diff else None
     for finding in findings:
         doc = catalog.get(finding.rule)
@@ -99,6 +99,17 @@ def build_triage(documents: list[ResultDocument], root: Path | None,
         new=diff.new if diff else [],
         fixed=diff.fixed if diff else [],
     )
+
+
+def tools_that_ran(documents: list[ResultDocument]) -> frozenset[str]:
+    """`lint` and/or `check`; a combined (nightly) document always holds lint, and check when it has units."""
+    tools = set()
+    for doc in documents:
+        if doc.tool in ("lint", "check"):
+            tools.add(doc.tool)
+        else:
+            tools.update(["lint", "check"] if doc.units else ["lint"])
+    return frozenset(tools)
 
 
 def evidence_of(finding: Finding) -> Evidence:

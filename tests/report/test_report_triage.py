@@ -65,3 +65,12 @@ def test_snippets_frame_the_finding_and_units_are_collected(results):
 def test_the_same_results_given_twice_are_reported_once(results):
     docs = [load_result(results["lint"]), load_result(results["lint"])]
     assert build_triage(docs, results["root"]).total == 2
+
+
+def test_only_a_tool_that_ran_can_have_fixed_its_baseline_entries(results):
+    baseline = {("pkg/gone.py", "GR101", "fp-gone"), ("pkg/model.py", "GD304", "fp-freed")}
+    lint_only = build_triage([load_result(results["lint"])], results["root"], baseline=baseline)
+    assert [e["rule"] for e in lint_only.fixed] == ["GR101"]
+    both = build_triage([load_result(results["lint"]), load_result(results["check"])], results["root"],
+                        baseline=baseline)
+    assert sorted(e["rule"] for e in both.fixed) == ["GD304", "GR101"]
