@@ -37,6 +37,22 @@ def post_block(x: torch.Tensor) -> torch.Tensor:
     return x * 0.5
 """
 
+DEFAULT_STREAM_LAUNCH = """#include <cuda_runtime.h>
+
+__global__ void scale(float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= 2.0f;
+}
+
+void launch_scale(float* x, int n) {
+    scale<<<(n + 127) / 128, 128>>>(x, n);
+}
+"""
+
+CURRENT_STREAM_LAUNCH = DEFAULT_STREAM_LAUNCH.replace(
+    "#include <cuda_runtime.h>", "#include <c10/cuda/CUDAStream.h>"
+).replace("128>>>(x, n);", "128, 0, c10::cuda::getCurrentCUDAStream()>>>(x, n);")
+
 
 def git(cwd: Path, *args: str) -> str:
     done = subprocess.run(["git", *GIT_IDENTITY, *args], cwd=cwd, capture_output=True, text=True, check=True)
@@ -71,6 +87,8 @@ def test_hook_lints_changed_files_through_pre_commit(tmp_path):
     (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
     (project / "hot.py").write_text(HOT_SYNC)
     (project / "clean.py").write_text(CLEAN)
+    (project / "scale.cu").write_text(DEFAULT_STREAM_LAUNCH)
+    (project / "scale_on_stream.cu").write_text(CURRENT_STREAM_LAUNCH)
     (project / "notes.txt").write_text("x.item() in prose is not code\n")
     git(project, "init", "-q")
     git(project, "add", "-A")
@@ -82,12 +100,13 @@ def test_hook_lints_changed_files_through_pre_commit(tmp_path):
         return subprocess.run([sys.executable, "-m", "pre_commit", "run", "--files", *files], cwd=project,
                               env=env, capture_output=True, text=True, timeout=600)
 
-    failing = pre_commit("hot.py", "notes.txt")
+    failing = pre_commit("hot.py", "scale.cu", "notes.txt")
     assert failing.returncode == 1, failing.stdout + failing.stderr
     assert "graphready lint" in failing.stdout and "Failed" in failing.stdout
     assert "hot.py:7" in failing.stdout and "GR101" in failing.stdout
+    assert "scale.cu:9" in failing.stdout and "GR404" in failing.stdout
 
-    passing = pre_commit("clean.py", "notes.txt")
+    passing = pre_commit("clean.py", "scale_on_stream.cu", "notes.txt")
     assert passing.returncode == 0, passing.stdout + passing.stderr
     assert "Passed" in passing.stdout
 
