@@ -61,11 +61,13 @@ col.name { width: 34%; }
 .ln { flex: 0 0 4.5em; text-align: right; padding-right: 12px; color: #8c959f; user-select: none;
   font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: 13px; }
 .line .code { flex: 1 1 auto; min-width: 0; white-space: pre-wrap; padding-right: 8px; tab-size: 4; }
+details > summary { cursor: pointer; color: #0969da; margin-top: 12px; font-weight: 600; }
 ul.changes { background: #fff; border: 1px solid #d0d7de; border-radius: 8px; padding: 10px 10px 10px 32px; }
 ul.changes li { margin: 4px 0; overflow-wrap: anywhere; }
 """
 
 _CODE_SPAN = re.compile(r"`([^`]+)`")
+FOLD_AFTER = 10  # a rule's findings past this many sit in a <details> block: new ones come first
 
 
 def render_html(triage: Triage) -> str:
@@ -136,7 +138,13 @@ def _cause(cause: RootCause) -> str:
     ]
     if cause.fix:
         parts.append(f'<div class="fix"><strong>Fix:</strong> {_inline(cause.fix)}</div>')
-    parts += [_item(item, cause.severity.label) for item in cause.items]
+    shown, folded = cause.items[:FOLD_AFTER], cause.items[FOLD_AFTER:]
+    parts += [_item(item, cause.severity.label) for item in shown]
+    if folded:
+        parts.append(f"<details><summary>{len(folded)} more {html.escape(cause.rule)} finding"
+                     f"{'s' * (len(folded) != 1)}</summary>")
+        parts += [_item(item, cause.severity.label) for item in folded]
+        parts.append("</details>")
     parts.append("</section>")
     return "\n".join(parts)
 

@@ -48,3 +48,18 @@ def test_bad_inputs_exit_2_with_a_clear_message(results, tmp_path, capsys):
         assert main(["report", *argv]) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("graphready report: error: ") and message in err and "Traceback" not in err
+
+
+def test_a_rule_with_many_findings_folds_the_rest_into_details(tmp_path):
+    from graphready.findings import Finding, Severity, report_to_json, summarize
+
+    findings = [Finding("pkg/big.py", n, 0, "GR101", "host-sync", Severity.ERROR, f"sync number {n}")
+                for n in range(1, 14)]
+    doc = tmp_path / "lint.json"
+    doc.write_text(json.dumps(report_to_json(findings, summarize(findings, Severity.ERROR))))
+    page = tmp_path / "report.html"
+    assert main(["report", str(doc), "--html", str(page), "--root", str(tmp_path)]) == 0
+    html = page.read_text()
+    visible, folded = html.split("<details>")
+    assert visible.count("sync number") == 10 and folded.count("sync number") == 3
+    assert "<summary>3 more GR101 findings</summary>" in folded
