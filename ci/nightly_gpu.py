@@ -96,14 +96,13 @@ def run(args: argparse.Namespace) -> int:
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", target)
         documents.append(graphready_json(["check", target, "--format", "json", "--gpus", str(len(gpus))],
                                          root, out / f"check-{name}.json"))
-    pytest_junit = run_gpu_tests(root, out, gpus, args.pytest_args, gate) if gpus else None
-
     findings = [f for doc in documents for f in doc.findings]
     fingerprint_check_findings(findings, root)
     if args.write_baseline:
         write_baseline(args.write_baseline, findings)
         print(f"recorded {len(findings)} findings in {args.write_baseline}")
         return 0
+    pytest_junit = run_gpu_tests(root, out, gpus, args.pytest_args, gate) if gpus else None
     for finding in findings:
         finding.baselined = baseline is not None and finding_key(finding) in baseline
     judge(documents, baseline or set(), gate)
