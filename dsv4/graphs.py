@@ -95,8 +95,11 @@ class GraphDecoder:
             torch.arange(model.max_len, dtype=torch.long)
 
     @property
-    def graph_count(self) -> int:
-        return sum(seg.graph is not None for plan in self.plans for seg in plan.segments)
+    def capture_count(self) -> int:
+        """How many graphs `capture` makes (0 without graphs)."""
+        if not self.use_graphs:
+            return 0
+        return sum(seg.capture for plan in self.plans for seg in plan.segments)
 
     # -- capture --------------------------------------------------------------------------------------
     def capture(self, on_progress: Callable[[str], None] | None = None) -> None:
@@ -153,29 +156,39 @@ class GraphDecoder:
             io.tokens.copy_(self.host_tokens[position], non_blocking=True)
         io.pos.copy_(self.host_positions[position : position + 1], non_blocking=True)
 
-    def _run_device(self, plan: DevicePlan, position: int, greedy: bool) -> None:
+    def _prepare_device(self, plan: DevicePlan, position: int, greedy: bool) -> None:
+        """Receive the residual streams from the previous device and load token/position."""
         if plan.previous is not None:
             self.model.transfer(plan.previous, plan.device)
         self._load_inputs(plan, position, greedy)
-        for seg in plan.segments:
-            if seg.graph is not None:
-                seg.graph.replay()
-            else:
-                seg.run_units()
 
     @hot_path
     def replay(self, position: int, greedy: bool = False) -> None:
-        """Run every device's segments in layer order on its own stream, chained by events."""
+        """Run every device's segments in layer order on its own stream, chained by events.
+
+        Each stream first waits for its device's default stream (work queued there, such as a reset, comes
+        first) and the last device's default stream waits for the step, so callers may read `logits_buf`.
+        """
         with torch.inference_mode():
             wait_for = self.last_done
             for plan in self.plans:
                 if plan.stream is None:
-                    self._run_device(plan, position, greedy)
+                    self._prepare_device(plan, position, greedy)
+                    for seg in plan.segments:
+                        seg.run_units()
                     continue
                 with torch.cuda.stream(plan.stream):
+                    plan.stream.wait_stream(torch.cuda.default_stream(plan.device))
                     if wait_for is not None:
                         plan.stream.wait_event(wait_for)
-                    self._run_device(plan, position, greedy)
+                    self._prepare_device(plan, position, greedy)
+                    for seg in plan.segments:
+                        if seg.graph is not None:
+                            seg.graph.replay()
+                        else:
+                            seg.run_units()
                     plan.done.record(plan.stream)
                 wait_for = plan.done
+            if wait_for is not None:
+                torch.cuda.default_stream(self.plans[-1].device).wait_event(wait_for)
             self.last_done = wait_for

@@ -128,10 +128,12 @@ class DSV4Model:
             io.tokens.copy_(ids)
             io.pos.fill_(position)
 
+    @hot_path
     def embed_graph(self) -> None:
         io = self.io[self.devices[0]]
         io.streams.copy_(self.embed.index_select(0, io.tokens).unsqueeze(1).expand(-1, self.config.hc_mult, -1))
 
+    @hot_path
     def head_graph(self) -> None:
         self.logits_buf.copy_(self._logits(self.io[self.devices[-1]].streams))
         self.next_token_buf.copy_(self.logits_buf.argmax(-1))

@@ -16,6 +16,7 @@ from dsv4.layers.mhc import HyperConnection
 from dsv4.layers.moe import MoE
 from dsv4.layers.primitives import rms_norm
 from dsv4.layers.weights import dense_tensor
+from graphready import hot_path
 
 
 class DeviceIO:
@@ -74,6 +75,7 @@ class Block:
         y = self.attn.forward_eager(rms_norm(x, self.attn_norm, self.eps), position)
         return self._ffn(HyperConnection.post(y, streams, post, comb), token_ids)
 
+    @hot_path
     def pre_attention(self) -> None:
         io = self.io
         x, post, comb = self.hc_attn.pre(io.streams)
@@ -86,9 +88,11 @@ class Block:
             self.qi_buf.copy_(qi)
             self.wi_buf.copy_(wi)
 
+    @hot_path
     def attention(self) -> None:
         self.o_buf.copy_(self.attn.attend_graph(self.q_buf, self.qi_buf, self.wi_buf, self.io.pos))
 
+    @hot_path
     def post_attention(self) -> None:
         io = self.io
         y = self.attn.output(self.o_buf, self.attn.rope.index_select(0, io.pos))

@@ -58,7 +58,7 @@ class MoE:
     def __call__(self, x: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
         idx, w = self.route(x, token_ids)
         flat = idx.flatten()
-        xs = x.repeat_interleave(self.top_k, dim=0).unsqueeze(-1)  # [B*k, D, 1]
+        xs = x.unsqueeze(1).expand(-1, self.top_k, -1).reshape(-1, x.shape[-1], 1)  # [B*k, D, 1]
         gate = torch.bmm(self.w1.index_select(flat).dequantize(dtype=torch.bfloat16), xs).squeeze(-1)
         up = torch.bmm(self.w3.index_select(flat).dequantize(dtype=torch.bfloat16), xs).squeeze(-1)
         h = clamped_swiglu(gate, up, self.limit) * w.flatten().unsqueeze(-1)

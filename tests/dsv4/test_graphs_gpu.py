@@ -1,0 +1,60 @@
+"""GraphDecoder on real GPUs: graph replay equals the same step run without graphs, bit for bit.
+
+Each check runs in a subprocess (tests/dsv4/gpu_decode_worker.py) so a failed capture cannot poison
+the other checks. Skipped without CUDA; the two-GPU test needs two GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+WORKER = Path(__file__).with_name("gpu_decode_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+needs_gpu = pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU")
+
+
+def run_worker(*args: str, timeout: int = 400) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, str(WORKER), *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode", ["layer", "split", "full"])
+def test_replay_matches_eager_over_320_steps_of_tiny(mode):
+    """320 steps cross two HCA boundaries (127, 255) and 80 CSA boundaries."""
+    result = run_worker("--preset", "tiny", "--mode", mode, "--steps", "320")
+    assert result["graphs"] > 0
+    assert result["bitwise"], result
+    assert result["tokens_match"], result
+
+
+@pytest.mark.multigpu
+@pytest.mark.skipif(GPUS < 2, reason="needs two CUDA GPUs")
+@pytest.mark.parametrize("mode", ["split", "full"])
+def test_two_gpu_placement_replays_bit_for_bit(mode):
+    result = run_worker("--preset", "tiny", "--mode", mode, "--steps", "160", "--gpus", "2")
+    assert result["devices"] == ["cuda:0", "cuda:1"]
+    assert result["graphs"] > 0
+    assert result["bitwise"], result
+    assert result["tokens_match"], result
+
+
+@needs_gpu
+@pytest.mark.skipif(GPUS and torch.cuda.get_device_properties(0).total_memory < 70 << 30,
+                    reason="pro-4L needs about 70 GB of GPU memory")
+def test_pro_4l_synthetic_decodes_with_full_graphs():
+    result = run_worker("--preset", "pro-4L", "--mode", "full", "--steps", "12", "--max-len", "256", timeout=500)
+    assert result["bitwise"], result
+    assert result["tokens_match"], result
