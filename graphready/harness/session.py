@@ -154,7 +154,7 @@ def _check(run: UnitRun) -> None:
 
 
 def _eager_checks(run: UnitRun, inputs: tuple, state0: tuple) -> None:
-    unit, device, options = run.unit, run.device, run.options
+    device, options = run.device, run.options
     default = torch.cuda.default_stream(device)
     try:
         run.on_phase("sync")
@@ -207,7 +207,7 @@ def _named_storages(inputs: tuple, state: list[torch.Tensor]) -> dict[int, str]:
 
 
 def _capture(run: UnitRun, inputs: tuple, state0: tuple, capture_stream: torch.cuda.Stream):
-    unit, device, options = run.unit, run.device, run.options
+    device, options = run.device, run.options
     run.on_phase("capture")
     run.restore(state0)
     torch.cuda.synchronize(device)

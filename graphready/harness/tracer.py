@@ -8,7 +8,7 @@ sequence so a replay mismatch can be traced to the op whose Python scalars or bu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
