@@ -123,3 +123,41 @@ def test_tracer_notices_a_buffer_swapped_between_steps():
     holder["w"] = torch.ones(4)
     record, why = first_divergence(captured.records, _trace(step, torch.randn(4)).records)
     assert record.op == "mul" and "different buffer" in why
+
+
+def _outcome(failure_error, error):
+    from graphready.harness.checks.capture import CaptureOutcome
+    from graphready.harness.tracer import OpFailure
+
+    failure = OpFailure("_local_scalar_dense", None, failure_error) if failure_error != "none" else None
+    return CaptureOutcome(error=error, failure=failure)
+
+
+def test_capture_failure_message_names_the_cuda_error_and_the_op():
+    from graphready.harness.checks.capture import failure_message
+
+    text = failure_message(_outcome("RuntimeError: CUDA error: operation not permitted when stream is capturing", "x"))
+    assert text.startswith("capture failed with cudaErrorStreamCaptureUnsupported at aten._local_scalar_dense")
+
+
+def test_capture_failure_message_for_an_op_that_silently_invalidated_the_capture():
+    from graphready.harness.checks.capture import failure_message
+
+    text = failure_message(_outcome(None, "RuntimeError: operation failed due to a previous error during capture"))
+    assert "cudaErrorStreamCaptureInvalidated after aten._local_scalar_dense" in text
+
+
+def test_capture_failure_message_quotes_torch_when_no_cuda_call_was_made():
+    from graphready.harness.checks.capture import failure_message
+
+    torch_text = "RuntimeError: Cannot copy between CPU and CUDA tensors during CUDA graph capture\nmore"
+    text = failure_message(_outcome(torch_text, torch_text))
+    assert text.startswith("capture failed at aten._local_scalar_dense: RuntimeError: Cannot copy between CPU")
+    assert "more" not in text
+
+
+def test_escaped_kernel_messages():
+    from graphready.harness.checks.kernels import escaped_message
+
+    assert "launches 1 kernel:" in escaped_message(1, 0)
+    assert "holds 3 kernels but the eager step launches 5: 2 ran on another stream" in escaped_message(5, 3)

@@ -66,15 +66,19 @@ class CaptureOutcome:
     def ok(self) -> bool:
         return self.error is None and self.failure is None
 
-    def cuda_error(self) -> str:
+    def cuda_error(self) -> str | None:
+        """The CUDA error by enum name, when the capture got as far as a CUDA call."""
         for text in (self.failure.error if self.failure else None, self.error):
             name = cuda_error_name(text)
             if name:
                 return name
         if self.failure is not None and self.failure.error is None:
             return "cudaErrorStreamCaptureInvalidated"
-        first = (self.failure.error if self.failure and self.failure.error else self.error) or "unknown error"
-        return first.strip().splitlines()[0][:200]
+        return None
+
+    def first_error_line(self) -> str:
+        text = (self.failure.error if self.failure and self.failure.error else self.error) or "unknown error"
+        return text.strip().splitlines()[0][:240]
 
 
 def new_graph() -> torch.cuda.CUDAGraph:
@@ -114,9 +118,15 @@ def capture_step(
 
 
 def failure_message(outcome: CaptureOutcome) -> str:
-    op = outcome.failure.op if outcome.failure else None
-    text = f"capture failed with {outcome.cuda_error()}"
-    if op:
-        text += f" at aten.{op}" if outcome.failure.error else f": aten.{op} invalidated the capture"
+    """The CUDA error, the op that broke the capture and what torch said, in one line."""
+    op = f"aten.{outcome.failure.op}" if outcome.failure else None
+    error = outcome.cuda_error()
+    if error and op:
+        verb = "at" if outcome.failure.error else "after"
+        text = f"capture failed with {error} {verb} {op}"
+    elif error:
+        text = f"capture failed with {error}"
+    else:
+        text = f"capture failed at {op}" if op else "capture failed"
+        text += f": {outcome.first_error_line()}"
     return text + "; this line cannot run inside a CUDA graph"
-

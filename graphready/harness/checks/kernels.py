@@ -79,13 +79,12 @@ def replay_kernel_count(replay: Callable[[], None]) -> int | None:
     return eager_kernel_count(replay)
 
 
+def _kernels(n: int) -> str:
+    return f"{n} kernel" if n == 1 else f"{n} kernels"
+
+
 def escaped_message(eager: int, graph: int) -> str:
+    fix = "ran on another stream during capture and replay skips them (pass the current stream to the kernel)"
     if graph == 0:
-        return (
-            f"the captured graph is empty but the eager step launches {eager} kernels: they ran on "
-            "another stream during capture and replay skips them (pass the current stream to the kernel)"
-        )
-    return (
-        f"the graph holds {graph} kernels but the eager step launches {eager}: {eager - graph} ran on "
-        "another stream during capture and replay skips them (pass the current stream to the kernel)"
-    )
+        return f"the captured graph is empty but the eager step launches {_kernels(eager)}: they {fix}"
+    return f"the graph holds {_kernels(graph)} but the eager step launches {eager}: {eager - graph} {fix}"

@@ -82,7 +82,7 @@ def growth_message(per_step: int, where: str) -> str:
 
 
 def capture_alloc_message(total: int, by_line: dict[Location | None, int], limit: int) -> str:
-    top = sorted(((n, loc) for loc, n in by_line.items() if loc is not None), key=lambda x: -x[0])[:3]
+    top = sorted(((n, loc) for loc, n in by_line.items() if loc is not None and n >= 2**20), key=lambda x: -x[0])[:3]
     detail = ", ".join(f"{loc.describe()} {n / 2**20:.1f} MiB" for n, loc in top)
     text = f"capture took {total / 2**20:.1f} MiB from the graph's private pool (limit {limit / 2**20:.0f} MiB)"
     if detail:
