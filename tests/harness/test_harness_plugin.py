@@ -18,6 +18,13 @@ def test_plugin_and_package_import_without_torch():
     assert out.strip() == "False"
 
 
+def test_helpers_are_exported_lazily_from_the_package():
+    import graphready.harness as harness
+    from graphready.harness.pytest_plugin import assert_graph_ready
+
+    assert harness.assert_graph_ready is assert_graph_ready
+
+
 def test_describe_lists_every_finding_with_its_location():
     result = UnitResult(name="u")
     result.findings.append(make_finding("GD301", "replay differs", unit="u", path="m.py", line=3))

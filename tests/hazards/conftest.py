@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,17 +65,45 @@ def write_verdicts(results: dict, directory: Path) -> None:
     )
 
 
-@pytest.fixture(scope="session")
-def hazard_results():
-    if not cuda_available():
-        pytest.skip("needs a CUDA GPU")
+def _check_all_hazard_units() -> dict:
     from graphready.harness.isolation import WorkerOptions, list_units
     from graphready.harness.scheduler import run_units
 
     options = WorkerOptions(steps=4, capture_alloc_limit=CAPTURE_ALLOC_LIMIT, timeout_s=300, root=str(REPO_ROOT))
     units = list_units(TARGET, options)
     results = run_units(TARGET, units, options, gpus=1, jobs=int(os.environ.get("GRAPHREADY_HAZARD_JOBS", "4")))
-    by_name = {r.name: r for r in results}
+    return {r.name: r for r in results}
+
+
+def _shared_results(shared_dir: Path) -> dict:
+    """Check the units once per test session, even with pytest-xdist: the first worker runs them, the rest read."""
+    from graphready.harness.result import UnitResult
+
+    cache = shared_dir / "graphready-hazard-results.json"
+    try:
+        os.close(os.open(shared_dir / "graphready-hazard-results.lock", os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        deadline = time.monotonic() + 1800
+        while not cache.exists():
+            if time.monotonic() > deadline:
+                pytest.fail("timed out waiting for another worker's hazard results")
+            time.sleep(2)
+        return {name: UnitResult.from_json(data) for name, data in json.loads(cache.read_text()).items()}
+    results = _check_all_hazard_units()
+    partial = cache.with_suffix(".partial")
+    partial.write_text(json.dumps({name: r.to_json() for name, r in results.items()}), encoding="utf-8")
+    partial.replace(cache)
+    return results
+
+
+@pytest.fixture(scope="session")
+def hazard_results(tmp_path_factory):
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # workers share the session's base folder (popen-gwN's parent)
+        by_name = _shared_results(tmp_path_factory.getbasetemp().parent)
+    else:
+        by_name = _check_all_hazard_units()
     verdict_dir = os.environ.get("GRAPHREADY_VERDICT_DIR")
     if verdict_dir:
         write_verdicts(by_name, Path(verdict_dir))
