@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         {"path": f.path, "line": f.line, "rule": f.rule, "reason": f.suppression_reason or ""} for f in result.suppressed
     ]
     document = render(args.format, result.findings, summary, tool="lint", root=config.root,
-                      show_chain=args.show_chain, statistics=args.statistics)
+                      show_chain=args.show_chain, statistics=args.statistics,
+                      color=args.output is None and sys.stdout.isatty())
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(document, encoding="utf-8")

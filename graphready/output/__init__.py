@@ -33,11 +33,13 @@ def render(
     root: Path | None = None,
     show_chain: bool = False,
     statistics: bool = False,
+    color: bool = False,
 ) -> str:
     """The whole output document for `findings` in format `fmt` (newline-terminated, or empty)."""
     if fmt not in _MODULES:
         raise UsageError(f"unknown output format {fmt!r} (expected one of: {', '.join(FORMATS)})")
     module = importlib.import_module(_MODULES[fmt])
+    options = {"color": color} if fmt == "text" else {}  # only the terminal format has colour
     return module.render(
         findings,
         summary,
@@ -46,4 +48,5 @@ def render(
         root=root,
         show_chain=show_chain,
         statistics=statistics,
+        **options,
     )

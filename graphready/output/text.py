@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import shutil
-import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -28,11 +27,13 @@ def render(
     root: Path | None = None,
     show_chain: bool = False,
     statistics: bool = False,
+    color: bool = False,
 ) -> str:
     buffer = io.StringIO()
     console = Console(
         file=buffer,
-        force_terminal=sys.stdout.isatty(),
+        force_terminal=color,
+        no_color=not color,
         width=shutil.get_terminal_size((120, 24)).columns,
         highlight=False,
     )
