@@ -40,7 +40,7 @@ class CheckOptions:
 
 
 class UnitRun:
-    """The per-unit bookkeeping: device, streams, state snapshot, findings."""
+    """One unit's check in progress: its device, options, state handling and the report being built."""
 
     def __init__(self, unit: Unit, device: torch.device, options: CheckOptions, on_phase: Callable[[str], None]):
         self.unit = unit
@@ -107,9 +107,10 @@ class _Stop(Exception):
 
 def _eager_failure(run: UnitRun, phase: str, exc: BaseException) -> _Stop:
     location = exception_user_frame(exc.__traceback__, run.options.root)
-    message = f"the unit's {phase} raised {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    lines = str(exc).strip().splitlines()
+    message = f"the unit's {phase} raised {type(exc).__name__}" + (f": {lines[0]}" if lines else "")
     run.result.error = message
-    run.add("GD201", message + "; it must run eagerly before it can be captured", location)
+    run.add("GD201", message, location)
     return _Stop()
 
 
