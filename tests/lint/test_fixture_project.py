@@ -52,8 +52,7 @@ def lint_json(target: Path, out_file: Path) -> tuple[int, dict]:
 
 
 def reported(doc: dict) -> set[tuple[str, int, str]]:
-    """Findings that count: inline-suppressed ones (if a format lists them) are not reported ones."""
-    return {(f["path"], f["line"], f["rule"]) for f in doc["findings"] if not f.get("suppression_reason")}
+    return {(f["path"], f["line"], f["rule"]) for f in doc["findings"]}
 
 
 def describe_mismatch(got: set, want: set) -> str:
@@ -81,6 +80,16 @@ def test_paths_are_relative_to_the_fixture_pyproject(fixture_run):
     assert "engine/moe.py" in paths
     assert "engine/kernels/swizzle.cu" in paths
     assert all(not p.startswith(("/", "tests/")) for p in paths)
+
+
+def test_inline_suppressions_silence_real_findings(fixture_run):
+    """Both suppressed lines would fire; they are listed as suppressed, not reported."""
+    _, doc = fixture_run
+    suppressed = {(s["path"], s["line"], s["rule"]) for s in doc["summary"]["suppressed"]}
+    assert suppressed == {
+        ("engine/attention.py", line_of(FIXTURE, "engine/attention.py", "ignore[GR101]"), "GR101"),
+        ("engine/step.py", line_of(FIXTURE, "engine/step.py", "# noqa: GR304"), "GR304"),
+    }
 
 
 def test_load_time_code_is_not_hot(fixture_run):
