@@ -16,7 +16,7 @@ from graphready.lint.context import Candidate, FileFacts, RuleContext
 from graphready.lint.index import ClassInfo, FunctionInfo
 from graphready.lint.resolve import ImportMap
 from graphready.lint.rules import ALL_RULES, PARSE_ERROR
-from graphready.lint.tensors import BOOL, LOCK_TYPES, SCALAR, TENSOR, TensorEnv, is_tensor_callee, self_attr
+from graphready.lint.tensors import BOOL, SCALAR, TENSOR, TensorEnv, is_tensor_callee, self_attr
 
 
 @dataclass
@@ -38,12 +38,7 @@ def _module_facts(job: FileJob, names: ImportMap) -> FileFacts:
     for name, callee in job.global_calls.items():
         if is_tensor_callee(callee):
             facts.tensor_globals.add(name)
-        if callee in LOCK_TYPES:
-            facts.lock_names.add(name)
-        if callee.endswith("cute.compile"):
-            facts.compiled_names.add(name)
-        if callee == "torch.cuda.CUDAGraph":
-            facts.graph_names.add(name)
+        facts.record_holder(name, callee)
     facts.tensor_functions = job.tensor_functions
     facts.autograd_functions = job.autograd_functions
     return facts
@@ -202,12 +197,7 @@ class FileAnalyzer:
                     if host:
                         facts.host_attrs[attr] = host
                     for callee in _callees(value, env):  # the value itself, or a container built of them
-                        if callee in LOCK_TYPES:
-                            facts.lock_names.add(attr)
-                        elif callee.endswith("cute.compile"):
-                            facts.compiled_names.add(attr)
-                        elif callee == "torch.cuda.CUDAGraph":
-                            facts.graph_names.add(attr)
+                        facts.record_holder(attr, callee)
         for qualname, attr, node, value, augmented, env in writes:
             if attr in facts.tensor_attrs or qualname.rsplit(".", 1)[-1] == "__init__":
                 continue

@@ -8,7 +8,7 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from graphready.lint.index import FunctionInfo
-from graphready.lint.tensors import Facts, TensorEnv
+from graphready.lint.tensors import LOCK_TYPES, Facts, TensorEnv
 
 
 @dataclass
@@ -35,6 +35,15 @@ class FileFacts(Facts):
         self.frozen_attrs: dict[str, int] = {}  # self attr -> line where hot code mutates it
         self.frozen_globals: dict[str, int] = {}
         self.autograd_functions: set[str] = set()  # dotted names of autograd.Function classes
+
+    def record_holder(self, name: str, callee: str) -> None:
+        """Remember that global/attribute `name` holds what `callee(...)` returns, if it matters."""
+        if callee in LOCK_TYPES:
+            self.lock_names.add(name)
+        elif callee.endswith("cute.compile"):
+            self.compiled_names.add(name)
+        elif callee == "torch.cuda.CUDAGraph":
+            self.graph_names.add(name)
 
 
 class RuleContext:
