@@ -139,6 +139,13 @@ CHAINS = [
         ["DecodeStep.step", "DecoderLayer.forward", "Attention.forward", "Compressor.forward"],
     ),
     ("engine/graph_decoder.py", "GR402", "torch.cuda.set_device(gpu)  # expect", ["CUDAGraphDecoder.replay"]),
+    # a make_graphed_callables root: the chain starts at the function that graphs the callable
+    (
+        "engine/graph_decoder.py",
+        "GR301",
+        "torch.zeros(head_w.shape[0]",
+        ["CUDAGraphDecoder.graph_head", "final_logits"],
+    ),
     ("engine/sampler.py", "GR102", "int(torch.argmax(", ["sample_greedy"]),
     ("engine/sampler.py", "GR201", "torch.masked_select(", ["sample_top_p"]),
 ]
