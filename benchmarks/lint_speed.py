@@ -1,13 +1,13 @@
 """How fast is `graphready lint` on a large real code base?
 
-By default the tree is the Python sources of the `sglang` wheel (downloaded once with
-`pip download sglang --no-deps` and cached under ~/.cache/graphready-bench/), cut to the first
---max-lines lines in path order and linted with every `forward` method as a hot root. Each run is
+By default the tree is the model code of the `sglang` wheel (`sglang/srt/models/`, downloaded once
+with `pip download sglang --no-deps` and cached under ~/.cache/graphready-bench/), cut to the
+first --max-lines lines in path order and linted with every `forward` method as a hot root. Each run is
 a fresh `python -m graphready.cli lint` process timed by the wall clock: cold (--no-cache) and warm
 (after a run that fills the cache), with each -j value.
 
     python benchmarks/lint_speed.py                    # sglang, 100k lines, -j 1 and -j 2
-    python benchmarks/lint_speed.py --max-lines 0      # the whole wheel
+    python benchmarks/lint_speed.py --max-lines 0 --prefix ""   # the whole wheel
     python benchmarks/lint_speed.py --tree ~/src/vllm  # any tree of .py/.cu files
 
 Target on a 2-core machine: 100,000 lines in under 10 s cold and under 1 s warm.
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CACHE_DIR = Path.home() / ".cache" / "graphready-bench"
+SGLANG_PREFIX = "sglang/srt/models/"  # model code: the kind of tree graphready is for
 REPO_ROOT = Path(__file__).resolve().parents[1]  # lint runs from here, so a checkout works uninstalled
 SOURCE_SUFFIXES = (".py", ".cu", ".cuh")
 COLD_TARGET_S_PER_100K = 10.0
@@ -61,10 +62,10 @@ def sglang_wheel(cache_dir: Path) -> Path:
     return wheels[-1]
 
 
-def budgeted(sources: list[tuple[str, bytes]], max_lines: int) -> list[tuple[str, bytes]]:
-    """Sources in path order until max_lines is reached (0 keeps everything)."""
+def budgeted(sources: list[tuple[str, bytes]], prefix: str, max_lines: int) -> list[tuple[str, bytes]]:
+    """Sources under prefix, in path order, until max_lines is reached (0 keeps everything)."""
     kept, total = [], 0
-    for name, data in sorted(sources):
+    for name, data in sorted(s for s in sources if s[0].startswith(prefix)):
         if max_lines and total >= max_lines:
             break
         kept.append((name, data))
@@ -146,6 +147,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--max-lines", type=int, default=100_000, help="cut the tree to about this many lines (0: all)"
     )
+    parser.add_argument(
+        "--prefix", help=f"only files under this path in the tree (default: {SGLANG_PREFIX!r} for sglang, '' for --tree)"
+    )
     parser.add_argument("-j", "--jobs", type=int, nargs="+", default=[1, 2], help="worker counts to time")
     parser.add_argument("--hot-paths", nargs="+", default=["*:*.forward"], help="hot-path patterns")
     parser.add_argument("--cache-dir", type=Path, default=CACHE_DIR, help="where the wheel is kept")
@@ -160,12 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.tree is not None:
             label, sources = str(args.tree), tree_sources(args.tree)
+            prefix = args.prefix or ""
         else:
             wheel = sglang_wheel(args.cache_dir)
             label, sources = wheel.name, wheel_sources(wheel)
-        sources = budgeted(sources, args.max_lines)
+            prefix = SGLANG_PREFIX if args.prefix is None else args.prefix
+        sources = budgeted(sources, prefix, args.max_lines)
         if not sources:
-            raise BenchError(f"no {'/'.join(SOURCE_SUFFIXES)} files in {label}")
+            raise BenchError(f"no {'/'.join(SOURCE_SUFFIXES)} files under {prefix!r} in {label}")
+        label = f"{label}:{prefix}" if prefix else label
         with tempfile.TemporaryDirectory(prefix="graphready-bench-") as tmp:
             project = Path(tmp) / "project"
             lines = write_project(project, sources, args.hot_paths)
