@@ -70,6 +70,20 @@ def time_decoder(model: DSV4Model, mode: str, steps: int, use_graphs: bool) -> t
     return seconds, count
 
 
+def profile_step(model: DSV4Model, rows: int = 15) -> None:
+    """Print the CUDA kernels of one graph-ready step (no graphs) by total time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    model.reset()
+    model.load_inputs([PROMPT[0]], 0)
+    model.step_graphable()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        model.step_graphable()
+        torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=rows), flush=True)
+
+
 def bench(model: DSV4Model, label: str, steps: int, peak: float) -> list[dict]:
     nbytes = model.weight_bytes_per_token
     rows = []
@@ -95,6 +109,7 @@ def main(argv=None) -> int:
                    help="dense linears as resident bf16 copies, dequantized from FP8 per call, or both")
     p.add_argument("--peak-gbps", type=float, help="peak HBM bandwidth in GB/s (default: from the device name)")
     p.add_argument("--json", help="also write the rows to this file")
+    p.add_argument("--profile", action="store_true", help="print the top CUDA kernels of one step first")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: the benchmark needs a CUDA GPU", file=sys.stderr)
@@ -109,6 +124,8 @@ def main(argv=None) -> int:
     labels = ["resident", "streamed"] if args.dense == "both" else [args.dense]
     for label in labels:
         model = DSV4Model(config, weights, ["cuda:0"], max_len=args.max_len, resident=label == "resident")
+        if args.profile:
+            profile_step(model)
         rows += bench(model, label, args.steps, peak)
         del model
         gc.collect()

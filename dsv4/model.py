@@ -111,7 +111,7 @@ class DSV4Model:
         ids = torch.as_tensor(token_ids, dtype=torch.long).reshape(-1).to(self.devices[0])
         if ids.numel() != self.batch:
             raise ValueError(f"expected {self.batch} token id(s), got {ids.numel()}")
-        streams = self.embed[ids].unsqueeze(1).expand(-1, self.config.hc_mult, -1)
+        streams = self.embed[ids].unsqueeze(1).expand(-1, self.config.hc_mult, -1).contiguous()
         for layer, device in zip(self.layers, self.layer_devices):
             streams, ids = streams.to(device), ids.to(device)
             streams = layer.forward_eager(streams, ids, position)

@@ -1,8 +1,9 @@
 """Sparse MQA attention with sink over a window ring buffer plus compressed entries (spec section 4).
 
 Cache layout per layer: `kv_cache[:, :window]` is the ring (slot p % window), `kv_cache[:, window + j]` the
-compressed entry j. The eager methods slice the valid part using a host position; the graph methods attend
-over the whole fixed-size cache with masks computed on the device from `pos` (a [1] int64 tensor).
+compressed entry j. Both paths attend over the whole fixed-size cache with masks (window slots <= p,
+compressed entries < (p+1)//m, CSA: the indexer's fixed-size top-k); the eager path computes the masks
+and cache slots from a host position, the graph path from `pos`, a [1] int64 device tensor.
 """
 
 from __future__ import annotations
@@ -55,13 +56,11 @@ class Indexer:
         dots = torch.einsum("bhd,bnd->bhn", q.float(), keys.float())
         return (torch.relu(dots) * w.unsqueeze(-1)).sum(1)
 
-    def select_eager(self, q, w, count: int) -> torch.Tensor:
-        """Indices of the top-min(k, count) of the first `count` entries, [B, k']."""
-        s = self.scores(q, w, self.cache[:, :count])
-        return top_entries(s, min(self.topk, count)).indices
+    def select(self, q, w, count) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fixed-size top-k over all slots, those >= `count` (int or device tensor) at -inf.
 
-    def select_graph(self, q, w, count: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Fixed-size top-k over all slots with invalid ones at -inf: (indices [B, k], valid [B, k])."""
+        Returns (indices [B, k], valid [B, k]); a pick is invalid when it landed on a masked slot.
+        """
         s = self.scores(q, w, self.cache)
         s = s.masked_fill(self.slots >= count, float("-inf"))
         top = top_entries(s, self.topk)
@@ -134,27 +133,25 @@ class Attention:
     def output(self, o: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
         """Inverse RoPE, grouped low-rank wo_a, then wo_b -> [B,D] bf16."""
         o = rope_tail(o, self.rope_dim, cos_sin, inverse=True).flatten(1).unflatten(-1, (self.groups, -1))
-        z = torch.einsum("bgi,goi->bgo", o, self.wo_a.matrix().unflatten(0, (self.groups, -1)))
+        wo_a = self.wo_a.matrix().unflatten(0, (self.groups, -1))  # [G, o_lora, (H/G)*hd]
+        z = torch.bmm(o.transpose(0, 1), wo_a.transpose(1, 2)).transpose(0, 1)  # views: no weight copy
         return self.wo_b(z.flatten(1))
 
     # -- eager path (host position) -----------------------------------------------------------------
     def forward_eager(self, x: torch.Tensor, position: int) -> torch.Tensor:
+        """Cache writes and compressor boundaries branch on the host position; attention is the same
+        fixed-size masked computation as the graph-ready path, so both give bit-identical results."""
         cos_sin = self.rope[position : position + 1]
         q, kv, qr = self.project(x, cos_sin)
         self.kv_cache[:, position % self.window] = kv
+        qi = wi = None
         if self.compressor is not None:
             self.compressor.update_eager(x, position, self.rope)
         if self.indexer is not None:
             self.indexer.compressor.update_eager(x, position, self.rope)
-        parts = [self.kv_cache[:, : min(position + 1, self.window)]]
-        count = (position + 1) // self.ratio if self.ratio else 0
-        if self.indexer is not None and count:
             qi, wi = self.indexer.query(qr, x, cos_sin)
-            picked = self.indexer.select_eager(qi, wi, count) + self.window
-            parts.append(self.kv_cache.gather(1, picked.unsqueeze(-1).expand(-1, -1, self.head_dim)))
-        elif count:
-            parts.append(self.kv_cache[:, self.window : self.window + count])
-        return self.output(self.attend(q, torch.cat(parts, dim=1), None), cos_sin)
+        count = (position + 1) // self.ratio if self.ratio else 0
+        return self.output(self.masked_attention(q, qi, wi, position, count), cos_sin)
 
     # -- graph-ready path (device position, fixed shapes) ---------------------------------------------
     def prepare_graph(self, x: torch.Tensor, pos: torch.Tensor, cos_sin: torch.Tensor):
@@ -170,17 +167,20 @@ class Attention:
         return q, qi, wi
 
     def attend_graph(self, q, qi, wi, pos: torch.Tensor) -> torch.Tensor:
-        """Masked attention over the fixed-size cache: window slots <= pos, compressed entries < (pos+1)//m."""
+        count = torch.div(pos + 1, self.ratio, rounding_mode="floor") if self.ratio else 0
+        return self.masked_attention(q, qi, wi, pos, count)
+
+    def masked_attention(self, q, qi, wi, pos, count) -> torch.Tensor:
+        """Attention over the fixed-size cache: window slots <= pos, compressed entries < count (CSA: the
+        indexer's top-k of them). `pos` and `count` are host ints (eager) or [1] device tensors (graph)."""
         valid_window = (self.window_slots <= pos).unsqueeze(0)
         if not self.ratio:
             return self.attend(q, self.kv_cache, valid_window)
-        count = torch.div(pos + 1, self.ratio, rounding_mode="floor")
-        window_keys = self.kv_cache[:, : self.window]
         if self.indexer is None:
             valid = torch.cat([valid_window, (self.comp_slots < count).unsqueeze(0)], dim=1)
             return self.attend(q, self.kv_cache, valid)
-        picked, picked_valid = self.indexer.select_graph(qi, wi, count)
+        picked, picked_valid = self.indexer.select(qi, wi, count)
         chosen = self.kv_cache.gather(1, (picked + self.window).unsqueeze(-1).expand(-1, -1, self.head_dim))
-        keys = torch.cat([window_keys, chosen], dim=1)
+        keys = torch.cat([self.kv_cache[:, : self.window], chosen], dim=1)
         valid = torch.cat([valid_window.expand(picked.shape[0], -1), picked_valid], dim=1)
         return self.attend(q, keys, valid)

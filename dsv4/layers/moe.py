@@ -1,14 +1,15 @@
 """Mixture of experts with sqrt-softplus routing and clamped SwiGLU (spec section 5).
 
-Dispatch has a fixed shape at any batch size: the B*k selected experts are gathered with
-`QuantizedWeight.index_select` and dequantized, then applied with one batched matmul, so only the
-selected experts' bytes are read and nothing depends on device values.
+Dispatch has a fixed shape at any batch size: each of the B*k (token, expert) pairs is one row of a
+batched matrix-vector product over the stacked expert weights (`expert_matvec`), so only the selected
+experts' bytes are read and nothing depends on device values.
 """
 
 from __future__ import annotations
 
 import torch
 
+from dsv4.layers.expert_matvec import expert_matvec
 from dsv4.layers.weights import Dense, dense_tensor
 
 
@@ -34,6 +35,11 @@ class MoE:
         self.w1 = weights[f"{prefix}.experts.w1"].to(dev)
         self.w2 = weights[f"{prefix}.experts.w2"].to(dev)
         self.w3 = weights[f"{prefix}.experts.w3"].to(dev)
+        rows = ctx.batch * self.top_k
+        inter, hidden = self.w1.shape[-2], self.w2.shape[-2]
+        self.gate_out = torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev)
+        self.up_out = torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev)
+        self.down_out = torch.zeros(rows, hidden, dtype=torch.bfloat16, device=dev)
         self.shared = [
             tuple(Dense(weights[f"{prefix}.shared_experts.{w}"], dev, ctx.resident) for w in ("w1", "w2", "w3"))
         ] if cfg.n_shared_experts else []
@@ -58,12 +64,11 @@ class MoE:
     def __call__(self, x: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
         idx, w = self.route(x, token_ids)
         flat = idx.flatten()
-        xs = x.unsqueeze(1).expand(-1, self.top_k, -1).reshape(-1, x.shape[-1], 1)  # [B*k, D, 1]
-        gate = torch.bmm(self.w1.index_select(flat).dequantize(dtype=torch.bfloat16), xs).squeeze(-1)
-        up = torch.bmm(self.w3.index_select(flat).dequantize(dtype=torch.bfloat16), xs).squeeze(-1)
-        h = clamped_swiglu(gate, up, self.limit) * w.flatten().unsqueeze(-1)
-        down = torch.bmm(self.w2.index_select(flat).dequantize(dtype=torch.bfloat16),
-                         h.to(torch.bfloat16).unsqueeze(-1)).squeeze(-1)
+        xs = x.unsqueeze(1).expand(-1, self.top_k, -1).reshape(-1, x.shape[-1])  # [B*k, D]
+        gate = expert_matvec(self.w1, flat, xs, self.gate_out)
+        up = expert_matvec(self.w3, flat, xs, self.up_out)
+        h = (clamped_swiglu(gate, up, self.limit) * w.flatten().unsqueeze(-1)).to(torch.bfloat16)
+        down = expert_matvec(self.w2, flat, h, self.down_out)
         y = down.float().unflatten(0, (x.shape[0], self.top_k)).sum(1)
         for w1, w2, w3 in self.shared:
             y = y + w2(clamped_swiglu(w1(x), w3(x), self.limit).to(torch.bfloat16)).float()

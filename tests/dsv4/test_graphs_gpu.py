@@ -58,3 +58,20 @@ def test_pro_4l_synthetic_decodes_with_full_graphs():
     result = run_worker("--preset", "pro-4L", "--mode", "full", "--steps", "12", "--max-len", "256", timeout=500)
     assert result["bitwise"], result
     assert result["tokens_match"], result
+
+
+@needs_gpu
+def test_fused_nvfp4_expert_matvec_matches_dequantize_then_matmul():
+    from dsv4.formats import quantize_nvfp4
+    from dsv4.layers.expert_matvec import expert_matvec, fused_available
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    weight = quantize_nvfp4(torch.randn(8, 200, 4096, device="cuda", generator=gen) * 0.02)
+    ids = torch.tensor([5, 0, 5, 7], device="cuda")
+    x = torch.randn(4, 4096, device="cuda", generator=gen).to(torch.bfloat16)
+    x[2] = x[0]
+    assert fused_available(weight, x)
+    fused = expert_matvec(weight, ids, x, torch.empty(4, 200, dtype=torch.bfloat16, device="cuda"))
+    dense = torch.bmm(weight.index_select(ids).dequantize(), x.unsqueeze(-1)).squeeze(-1)
+    assert torch.allclose(fused.float(), dense.float(), rtol=2e-2, atol=1e-3)
+    assert torch.equal(fused[0], fused[2])  # same expert, same input: same row
