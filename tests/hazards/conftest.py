@@ -11,27 +11,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hazard_expectations import CLEAN_TWINS, HAZARDS, TARGET, marker_lines  # noqa: E402
+from hazard_expectations import CLEAN_TWINS, HAZARDS, TARGET, cuda_available, marker_lines  # noqa: E402
 
 from graphready.harness.pytest_plugin import graph_unit_check, gpu_available  # noqa: E402,F401  (the fixture)
 
 # Units allocate tens of MiB at most; GD402 fires above 16 MiB so the 64 MiB hazard trips it.
 CAPTURE_ALLOC_LIMIT = 16 * 2**20
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def cuda_available() -> bool:
-    return gpu_available()
-
-
-def gpu_count() -> int:
-    """Visible GPUs, counted through NVML so that this process never initialises CUDA."""
-    if not gpu_available():
-        return 0
-    import torch
-
-    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-    return torch.cuda.device_count()
 
 
 def _verdict(result, markers) -> str:
@@ -110,4 +96,4 @@ def hazard_results(tmp_path_factory):
     return by_name
 
 
-__all__ = ["CLEAN_TWINS", "HAZARDS", "cuda_available", "gpu_count", "graph_unit_check", "hazard_results"]
+__all__ = ["CLEAN_TWINS", "HAZARDS", "graph_unit_check", "hazard_results"]

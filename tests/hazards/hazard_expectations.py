@@ -43,3 +43,21 @@ def marker_lines(path: Path = UNITS_FILE) -> dict[str, dict[str, int]]:
                 for code in match.group("codes").split(","):
                     markers.setdefault(node.name, {})[code.strip()] = lineno
     return markers
+
+
+def cuda_available() -> bool:
+    from graphready.harness.pytest_plugin import gpu_available
+
+    return gpu_available()
+
+
+def gpu_count() -> int:
+    """Visible GPUs, counted through NVML so that this process never initialises CUDA."""
+    if not cuda_available():
+        return 0
+    import os
+
+    import torch
+
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    return torch.cuda.device_count()

@@ -27,7 +27,7 @@ def _check(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(autouse=True)
 def _needs_gpu():
-    from conftest import cuda_available
+    from hazard_expectations import cuda_available
 
     if not cuda_available():
         pytest.skip("needs a CUDA GPU")

@@ -15,7 +15,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_dsv4_tiny_every_layer_and_the_step_pass(tmp_path):
-    from conftest import cuda_available
+    from hazard_expectations import cuda_available
 
     if not cuda_available():
         pytest.skip("needs a CUDA GPU")

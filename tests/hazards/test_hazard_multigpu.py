@@ -18,7 +18,7 @@ UNITS = "tests/hazards/multigpu_units.py"
 
 @pytest.fixture(autouse=True)
 def _needs_two_gpus():
-    from conftest import gpu_count
+    from hazard_expectations import gpu_count
 
     if gpu_count() < 2:
         pytest.skip("needs two CUDA GPUs")
