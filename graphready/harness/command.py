@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from graphready.errors import UsageError
-from graphready.findings import Severity, report_to_json, summarize
+from graphready.findings import Severity, summarize
 from graphready.harness.isolation import UnitInfo, WorkerOptions, list_units
 from graphready.harness.result import PASS, UnitResult
 from graphready.harness.target import BUILTIN_TARGETS
@@ -130,15 +130,13 @@ def cross_check_with_lint(findings: list, root: Path, enabled: bool | None) -> N
     mark_evidence(findings, lint_findings)
 
 
-def build_report(results: list[UnitResult], fail_on: Severity, fmt: str, root: Path) -> str:
+def build_report(results: list[UnitResult], fail_on: Severity, fmt: str, root: Path, color: bool = False) -> str:
+    from graphready.output import render
+
     findings = [f for r in results for f in r.findings]
     summary = summarize(findings, fail_on)
     units = [r.unit_row(fail_on) for r in results]
-    if fmt == "json":
-        return json.dumps(report_to_json(findings, summary, units=units, tool="check"), indent=2) + "\n"
-    from graphready.output import render
-
-    return render(fmt, findings, summary, tool="check", units=units, root=root)
+    return render(fmt, findings, summary, tool="check", units=units, root=root, color=color)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -157,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--gpus {args.gpus} but this machine has {available} GPU(s)")
     results = _run_with_progress(args.target, units, options, args.gpus, args.jobs)
     cross_check_with_lint([f for r in results for f in r.findings], root, args.lint)
-    report = build_report(results, fail_on, args.format, root)
+    report = build_report(results, fail_on, args.format, root, color=not args.output and sys.stdout.isatty())
     if args.output:
         Path(args.output).write_text(report, encoding="utf-8")
     else:
