@@ -1,0 +1,74 @@
+"""`[tool.graphready]`: every key does what it says, and bad config is exit 2 with a clear message."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphready.cli import main
+
+CODE = """import torch
+from graphready import hot_path
+
+
+@hot_path
+def step(x: torch.Tensor):
+    y = torch.zeros(4)
+    return x.item() + y
+"""
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text(CODE)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "t.py").write_text(CODE)
+
+    def configure(table: str):
+        (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n" + table)
+        return tmp_path
+
+    return configure
+
+
+def _rules(capsys) -> list[str]:
+    import json
+
+    return [f["rule"] + ":" + f["path"] for f in json.loads(capsys.readouterr().out)["findings"]]
+
+
+def test_select_ignore_exclude_and_per_file_ignores(project, capsys):
+    root = project('exclude = ["tests"]\nper-file-ignores = { "pkg/*" = ["GR301"] }\n')
+    assert main(["lint", str(root), "--no-cache", "--format", "json"]) == 1
+    assert _rules(capsys) == ["GR101:pkg/mod.py"]
+    root = project('select = ["GR3"]\nexclude = ["tests/*"]\n')
+    assert main(["lint", str(root), "--no-cache", "--format", "json"]) == 1
+    assert _rules(capsys) == ["GR301:pkg/mod.py"]
+    assert main(["lint", str(root), "--no-cache", "--format", "json", "--select", "GR1", "--ignore", "GR101"]) == 0
+    assert _rules(capsys) == []
+
+
+def test_severity_override_and_fail_on(project, capsys):
+    root = project('exclude = ["tests"]\nignore = ["GR101"]\nfail-on = "error"\n')
+    assert main(["lint", str(root), "--no-cache"]) == 0  # GR301 is a warning
+    root = project('exclude = ["tests"]\nignore = ["GR101"]\nfail-on = "error"\nseverity = { GR301 = "error" }\n')
+    assert main(["lint", str(root), "--no-cache"]) == 1
+    assert main(["lint", str(root), "--no-cache", "--fail-on", "info"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('hot-path = ["a:b"]\n', "unknown key 'hot-path' in [tool.graphready] (did you mean 'hot-paths'?)"),
+        ('hot-paths = "pkg.mod:step"\n', "hot-paths must be a list of strings"),
+        ('hot-paths = ["pkg.mod.step"]\n', "must look like 'module-glob:qualname-glob'"),
+        ('fail-on = "fatal"\n', "unknown severity 'fatal'"),
+        ('severity = { GR101 = 3 }\n', "severity.GR101 must be a string"),
+        ("hot-paths = [\n", "invalid TOML"),
+    ],
+)
+def test_bad_config_is_a_usage_error(project, capsys, table, message):
+    root = project(table)
+    assert main(["lint", str(root), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

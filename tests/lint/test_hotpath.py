@@ -1,0 +1,228 @@
+"""Hot-path discovery: roots, chains through modules and objects, and what is deliberately cold."""
+
+from __future__ import annotations
+
+import textwrap
+
+
+def _src(text: str) -> str:
+    return textwrap.dedent(text).lstrip()
+
+
+def _hits(result) -> dict[tuple[str, int], list[str]]:
+    return {(f.path, f.line): f.hot_chain for f in result.findings}
+
+
+def test_config_roots_match_module_and_qualname_globs(lint_project):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/layers/attn.py": _src("""
+            class Attention:
+                def forward(self, x):
+                    return x.item()
+
+                def load(self, x):
+                    return x.item()
+            """),
+        "pkg/run.py": _src("""
+            def step(x):
+                return x.tolist()
+
+            def warmup(x):
+                return x.tolist()
+            """),
+    }
+    result = lint_project(files, {"hot-paths": ["pkg.layers.*:*.forward", "pkg.run:step"]})
+    assert _hits(result) == {
+        ("pkg/layers/attn.py", 3): ["pkg.layers.attn:Attention.forward"],
+        ("pkg/run.py", 2): ["pkg.run:step"],
+    }
+
+
+def test_decorator_and_comment_roots(lint_project):
+    files = {"mod.py": _src("""
+        from graphready import hot_path
+        import graphready
+
+
+        @hot_path
+        def a(x):
+            return x.item()
+
+
+        @graphready.hot_path
+        def b(x):
+            return x.item()
+
+
+        def c(x):  # graphready: hot
+            return x.item()
+
+
+        def cold(x):
+            return x.item()
+        """)}
+    assert sorted(line for _, line in _hits(lint_project(files))) == [7, 12, 16]
+
+
+def test_chain_through_imports_reexports_and_objects(lint_project):
+    files = {
+        "eng/__init__.py": "from eng.cache import KVCache\n",
+        "eng/cache.py": _src("""
+            import torch
+
+
+            class KVCache:
+                def append(self, kv: torch.Tensor) -> None:
+                    n = kv.sum()
+                    self.buf[:n] = kv
+
+                def _helper(self, kv: torch.Tensor):
+                    return kv.nonzero()
+            """),
+        "eng/mlp.py": _src("""
+            import torch
+
+
+            def gated(x: torch.Tensor) -> torch.Tensor:
+                return torch.bincount(x)
+            """),
+        "eng/layer.py": _src("""
+            from torch import nn
+
+            from eng import KVCache
+            from eng.mlp import gated
+
+
+            class Base(nn.Module):
+                def norm(self, x):
+                    return x.cpu()
+
+
+            class Layer(Base):
+                def __init__(self):
+                    super().__init__()
+                    self.cache = KVCache()
+
+                def forward(self, x):
+                    self.cache.append(x)
+                    return gated(self.norm(x))
+
+
+            class Model(nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.layers = nn.ModuleList([Layer() for _ in range(n)])
+
+                def forward(self, x):
+                    for layer in self.layers:
+                        x = layer(x)
+                    return x
+            """),
+        "eng/step.py": _src("""
+            from graphready import hot_path
+
+            from eng.layer import Model
+
+
+            class Runner:
+                def __init__(self):
+                    self.model = Model(2).cuda().eval()
+
+                @hot_path
+                def step(self, x):
+                    return self.model(x)
+            """),
+    }
+    hits = _hits(lint_project(files))
+    root = ["eng.step:Runner.step", "eng.layer:Model.forward", "eng.layer:Layer.forward"]
+    assert hits[("eng/cache.py", 7)] == [*root, "eng.cache:KVCache.append"]
+    assert hits[("eng/mlp.py", 5)] == [*root, "eng.mlp:gated"]
+    assert hits[("eng/layer.py", 9)] == [*root, "eng.layer:Base.norm"]
+    assert ("eng/cache.py", 10) not in hits  # _helper is never called from the step
+
+
+def test_capture_body_and_make_graphed_callables_are_hot(lint_project):
+    files = {"cap.py": _src("""
+        import torch
+
+
+        def layer(x):
+            return x.item()
+
+
+        def head(x):
+            return x.tolist()
+
+
+        def capture(g, s, x):
+            with torch.cuda.graph(g, stream=s):
+                y = layer(x)
+            return y
+
+
+        def graphed(x):
+            return torch.cuda.make_graphed_callables(head, (x,))
+        """)}
+    hits = _hits(lint_project(files))
+    assert hits[("cap.py", 5)] == ["cap:capture [graph capture]", "cap:layer"]
+    assert hits[("cap.py", 9)] == ["cap:graphed [graph capture]", "cap:head"]
+
+
+def test_debug_guards_capturing_branch_and_memoized_init_are_cold(lint_project):
+    files = {"mod.py": _src("""
+        import functools
+
+        import torch
+        from graphready import hot_path
+
+        VERBOSE = 0
+        _CACHE = {}
+
+
+        @functools.lru_cache
+        def compiled(n):
+            return torch.zeros(n)
+
+
+        def diagnostics(x):
+            return x.item()
+
+
+        class Layer:
+            VERBOSE = False
+
+            @hot_path
+            def forward(self, x: torch.Tensor, key: int):
+                if VERBOSE:
+                    print(x.item())
+                if self.VERBOSE:
+                    diagnostics(x)
+                if VERBOSE >= 2:
+                    x.cpu()
+                if torch.cuda.is_current_stream_capturing():
+                    y = x * 2
+                else:
+                    y = x.tolist()
+                if self._buf is None:
+                    self._buf = torch.empty(16)
+                if key not in _CACHE:
+                    _CACHE[key] = torch.arange(key)
+                return compiled(4) + y
+        """)}
+    result = lint_project(files, {"debug-guards": ["VERBOSE"]})
+    assert [(f.line, f.rule) for f in result.findings] == [(30, "GR602")]
+
+
+def test_unreachable_load_code_is_not_checked(lint_project):
+    files = {"load.py": _src("""
+        import torch
+
+
+        def load(path):
+            state = torch.load(path)
+            scale = state["scale"].item()
+            torch.cuda.empty_cache()
+            return torch.zeros(3) * scale
+        """)}
+    assert lint_project(files).findings == []
