@@ -52,7 +52,9 @@ class Compressor:
             half, c = self.ratio, self.width
             kv = torch.cat([kv[:, :half, :c], kv[:, half:, c:]], dim=1)
             score = torch.cat([score[:, :half, :c], score[:, half:, c:]], dim=1)
-        return (torch.softmax(score, dim=1) * kv).sum(1)
+        # softmax over the slot dim, spelled out: torch.softmax over a non-last dim is a slow kernel on GPU
+        e = torch.exp(score - score.amax(1, keepdim=True))
+        return (e / e.sum(1, keepdim=True) * kv).sum(1)
 
     def _finish(self, pooled: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
         """norm -> RoPE at the window start -> fake-quant, as the cache stores it (bf16 [B, width])."""
