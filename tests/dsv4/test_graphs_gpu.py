@@ -73,5 +73,6 @@ def test_fused_nvfp4_expert_matvec_matches_dequantize_then_matmul():
     assert fused_available(weight, x)
     fused = expert_matvec(weight, ids, x, torch.empty(4, 200, dtype=torch.bfloat16, device="cuda"))
     dense = torch.bmm(weight.index_select(ids).dequantize(), x.unsqueeze(-1)).squeeze(-1)
-    assert torch.allclose(fused.float(), dense.float(), rtol=2e-2, atol=1e-3)
+    # the kernel keeps weights in fp32 where dequantize() rounds each one to bf16: agreement to ~bf16 precision
+    assert (fused.float() - dense.float()).abs().max() <= 0.01 * dense.float().abs().max()
     assert torch.equal(fused[0], fused[2])  # same expert, same input: same row
