@@ -3,7 +3,8 @@
 `DSV4Model.step(token_ids, position)` is the eager decode step (host position, branches, sliced caches).
 `DSV4Model.step_graphable()` is the graph-ready step: it reads token ids and the position from per-device
 buffers (`load_inputs` or a `copy_` from pinned memory fills them), uses fixed shapes and masks only, and
-leaves fp32 logits in `logits_buf` and the greedy token in `next_token_buf`. `units()` exposes the same
+leaves fp32 logits in `logits_buf` and the greedy token in `next_token_buf`. On several GPUs run it
+through `dsv4.graphs.GraphDecoder`, which makes each device current (via its stream) for its units. `units()` exposes the same
 step as an ordered list of pieces per device so `dsv4.graphs.GraphDecoder` can capture them.
 
 Layers may be spread over several devices: layer i lives on `devices[i * n // L]`.
@@ -11,6 +12,7 @@ Layers may be spread over several devices: layer i lives on `devices[i * n // L]
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -23,6 +25,11 @@ from dsv4.layers.weights import dense_tensor
 from graphready import hot_path
 
 MAX_COMPRESS_RATIO = 128
+
+
+def on_device(device: torch.device):
+    """Make `device` current for the eager step: Triton kernels launch on the current device."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 @dataclass
@@ -114,8 +121,10 @@ class DSV4Model:
         streams = self.embed[ids].unsqueeze(1).expand(-1, self.config.hc_mult, -1).contiguous()
         for layer, device in zip(self.layers, self.layer_devices):
             streams, ids = streams.to(device), ids.to(device)
-            streams = layer.forward_eager(streams, ids, position)
-        return self._logits(streams)
+            with on_device(device):
+                streams = layer.forward_eager(streams, ids, position)
+        with on_device(self.devices[-1]):
+            return self._logits(streams)
 
     # -- graph-ready path ---------------------------------------------------------------------------
     def load_inputs(self, token_ids, position: int) -> None:

@@ -71,6 +71,7 @@ def expert_matvec(weight, ids: torch.Tensor, x: torch.Tensor, out: torch.Tensor)
     packed, scale = weight.packed, weight.scale
     n_out, n_bytes = packed.shape[-2], packed.shape[-1]
     grid = (triton.cdiv(n_out, BLOCK_OUT), ids.numel())
+    # Triton launches on the current device's current stream: callers make x.device current
     _nvfp4_matvec[grid](packed, scale, weight.global_scale, ids, x, out, n_out, n_bytes,
                         packed.stride(0), packed.stride(1), scale.stride(0), scale.stride(1),
                         x.stride(0), out.stride(0), BLOCK_O=BLOCK_OUT, BLOCK_B=BLOCK_BYTES)
