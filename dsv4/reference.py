@@ -1,8 +1,9 @@
 """A second, deliberately plain DeepSeek-V4 decoder used only to check `dsv4.model` (spec sections 2-6).
 
-It shares no code with the model: Python lists instead of caches, explicit loops over heads, streams,
-experts and cached entries, its own RoPE, Hadamard and FP4 rounding, and each compressed entry is
-recomputed from the stored history of its window instead of a rolling state. It is slow and that is fine.
+It shares no code with the model: Python lists instead of preallocated caches, one attention head, one
+hyper-connection stream, one expert and one pooled channel at a time, its own RoPE, Sinkhorn, Hadamard
+(butterflies) and FP4 rounding, and each compressed entry is recomputed from the stored per-token history
+of its window instead of a rolling state. It is slow and that is fine.
 The bf16 rounding points follow the spec (residual streams and projections bf16, norms/softmaxes fp32).
 """
 
