@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
-from graphready.lint.context import Candidate, FileFacts, RuleContext
+from graphready.lint.context import Candidate, FileFacts, Pending, RuleContext
+from graphready.lint.cstwalk import locate, nodes, walk
 from graphready.lint.index import ClassInfo, FunctionInfo
 from graphready.lint.resolve import ImportMap
 from graphready.lint.rules import ALL_RULES, PARSE_ERROR
-from graphready.lint.tensors import BOOL, SCALAR, TENSOR, TensorEnv, is_tensor_callee, self_attr
+from graphready.lint.tensors import BOOL, SCALAR, TENSOR, TensorEnv, is_tensor_callee, scan_function
 
 
 @dataclass
@@ -28,6 +28,7 @@ class FileJob:
     global_calls: dict[str, str]
     classes: dict[str, ClassInfo]
     targets: list[tuple[FunctionInfo, bool]]  # (function, hot); not-hot ones hold capture sites
+    functions: dict[str, FunctionInfo] = field(default_factory=dict)  # every function of the file
     hot_keys: set[str] = field(default_factory=set)
     tensor_functions: set[str] = field(default_factory=set)
     autograd_functions: set[str] = field(default_factory=set)
@@ -44,68 +45,17 @@ def _module_facts(job: FileJob, names: ImportMap) -> FileFacts:
     return facts
 
 
-class _Definitions(cst.CSTVisitor):
-    """qualname -> (FunctionDef, enclosing ClassDef) with the same naming as the ast index."""
-
-    def __init__(self) -> None:
-        self.stack: list[cst.CSTNode] = []
-        self.found: dict[str, tuple[cst.FunctionDef, cst.ClassDef | None]] = {}
-        self.classes: dict[str, cst.ClassDef] = {}
-
-    def _qualname(self, name: str) -> str:
-        return ".".join([*(n.name.value for n in self.stack), name])
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.classes[self._qualname(node.name.value)] = node
-        self.stack.append(node)
-
-    def leave_ClassDef(self, node: cst.ClassDef) -> None:
-        self.stack.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        owner = self.stack[-1] if self.stack and isinstance(self.stack[-1], cst.ClassDef) else None
-        self.found[self._qualname(node.name.value)] = (node, owner)
-        self.stack.append(node)
-
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.stack.pop()
-
-
-class _AttributeWrites(cst.CSTVisitor):
-    """`self.x = value` / `self.x += value` in one method (not nested scopes)."""
-
-    def __init__(self, root: cst.FunctionDef):
-        self.root = root
-        self.writes: list[tuple[str, cst.CSTNode, cst.BaseExpression, bool]] = []  # attr, node, value, augmented
-        self.global_names: set[str] = set()
-        self.global_writes: list[tuple[str, cst.CSTNode]] = []
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return node is self.root
-
-    def visit_Global(self, node: cst.Global) -> None:
-        self.global_names |= {n.name.value for n in node.names}
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._write(target.target, node, node.value, False)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None:
-            self._write(node.target, node, node.value, False)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._write(node.target, node, node.value, True)
-
-    def _write(self, target, node, value, augmented: bool) -> None:
-        attr = self_attr(target)
-        if attr is not None:
-            self.writes.append((attr, node, value, augmented))
-        elif isinstance(target, cst.Name) and target.value in self.global_names:
-            self.global_writes.append((target.value, node))
+@dataclass
+class _Parsed:
+    module: cst.Module
+    function: cst.FunctionDef
+    offset: int  # add to a snippet line to get the file line
 
 
 class FileAnalyzer:
+    """Each function that matters is parsed on its own: hot ones, capture sites, and the methods
+    that define `self.*` attributes of a hot method's class."""
+
     def __init__(self, job: FileJob):
         self.job = job
         self.lines = job.source.splitlines(keepends=True)
@@ -113,81 +63,78 @@ class FileAnalyzer:
         self.names.aliases = job.imports
         self.module_facts = _module_facts(job, self.names)
         self.candidates: list[Candidate] = []
+        self.parsed: dict[str, _Parsed | None] = {}
+        self.class_facts: dict[str, tuple[FileFacts, dict[str, TensorEnv]]] = {}
 
     def run(self) -> list[Candidate]:
-        by_statement: dict[tuple[int, int], list[tuple[FunctionInfo, bool]]] = {}
+        frozen_globals = self._frozen_globals()
         for info, hot in self.job.targets:
-            by_statement.setdefault(info.stmt_range, []).append((info, hot))
-        for stmt_range, targets in sorted(by_statement.items()):
-            self._statement(stmt_range, targets)
+            parsed = self._parse(info)
+            if parsed is None:
+                continue
+            facts, env = self.module_facts, None
+            if info.class_qualname is not None and info.class_qualname in self.job.classes:
+                facts, envs = self._class_facts(info.class_qualname)
+                env = envs.get(info.qualname)
+            facts.frozen_globals = frozen_globals
+            if env is None:
+                env = TensorEnv(facts)
+                env.learn_function(parsed.function)
+            ctx = RuleContext(info, hot, env, facts)
+            _run_rules(parsed.function, ctx)
+            spans = locate(parsed.module, [hit.node for hit in ctx.pending])
+            for hit in ctx.pending:
+                candidate = ctx.candidate(hit, spans[hit.node], parsed.offset)
+                if candidate is not None:
+                    self.candidates.append(candidate)
         return self.candidates
 
-    def _statement(self, stmt_range: tuple[int, int], targets) -> None:
-        start, end = stmt_range
-        snippet = "".join(self.lines[start - 1:end])
-        try:
-            module = cst.parse_module(snippet)
+    def _parse(self, info: FunctionInfo) -> _Parsed | None:
+        if info.qualname in self.parsed:
+            return self.parsed[info.qualname]
+        text = "".join(self.lines[info.first_line - 1:info.end_lineno])
+        indented = text[:1] in (" ", "\t")
+        try:  # an indented method parses as the body of `if 1:`, keeping its columns
+            module = cst.parse_module("if 1:\n" + text if indented else text)
         except cst.ParserSyntaxError as exc:
-            self.candidates.append(Candidate(PARSE_ERROR, start + exc.raw_line - 1, exc.raw_column, start + exc.raw_line - 1,
-                                             exc.raw_column, f"libcst cannot parse this statement: {exc.message}", ""))
-            return
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-        definitions = _Definitions()
-        module.visit(definitions)
-        offset = start - 1
-        class_facts: dict[str, FileFacts] = {}
-        frozen_globals = self._frozen_globals(targets, definitions, positions, offset)
-        for info, hot in targets:
-            found = definitions.found.get(info.qualname)
-            if found is None:
-                continue
-            node, owner = found
-            facts = self.module_facts
-            if info.class_qualname is not None and info.class_qualname in definitions.classes:
-                if info.class_qualname not in class_facts:
-                    class_facts[info.class_qualname] = self._class_facts(
-                        info.class_qualname, definitions, positions, offset)
-                facts = class_facts[info.class_qualname]
-            facts.frozen_globals = frozen_globals
-            env = TensorEnv(facts)
-            env.learn_function(node)
-            ctx = RuleContext(info, hot, env, facts, positions, offset)
-            _RuleWalker(node, ctx).run()
-            self.candidates.extend(ctx.candidates)
+            line = info.first_line + exc.raw_line - (2 if indented else 1)
+            self.candidates.append(Candidate(PARSE_ERROR, line, exc.raw_column, line, exc.raw_column,
+                                             f"libcst cannot parse this function: {exc.message}", info.key))
+            self.parsed[info.qualname] = None
+            return None
+        statement = module.body[0].body.body[0] if indented else module.body[0]
+        parsed = _Parsed(module, statement, info.first_line - (2 if indented else 1))
+        self.parsed[info.qualname] = parsed
+        return parsed
 
-    def _method_key(self, qualname: str) -> str:
-        return f"{self.job.module}:{qualname}"
+    def _hot_line(self, info: FunctionInfo, line: int) -> bool:
+        return info.key in self.job.hot_keys and not any(s <= line <= e for s, e in info.excluded)
 
-    def _hot_line(self, key: str, line: int) -> bool:
-        if key not in self.job.hot_keys:
-            return False
-        info = next((i for i, _ in self.job.targets if i.key == key), None)
-        return info is None or not any(s <= line <= e for s, e in info.excluded)
-
-    def _class_facts(self, class_qualname: str, definitions: _Definitions, positions, offset: int) -> FileFacts:
+    def _class_facts(self, class_qualname: str) -> tuple[FileFacts, dict[str, TensorEnv]]:
+        """Facts about `self.*` from the class's methods that set attributes, and their tensor envs."""
+        if class_qualname in self.class_facts:
+            return self.class_facts[class_qualname]
         facts = FileFacts(self.names)
         base = self.module_facts
         facts.tensor_globals, facts.tensor_functions = base.tensor_globals, base.tensor_functions
         facts.lock_names, facts.compiled_names = set(base.lock_names), set(base.compiled_names)
         facts.graph_names, facts.autograd_functions = set(base.graph_names), base.autograd_functions
-        class_node = definitions.classes[class_qualname]
-        for statement in class_node.body.body:
-            if isinstance(statement, cst.SimpleStatementLine):
-                for small in statement.body:
-                    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
-                        if TensorEnv(facts).annotation_kind(small.annotation.annotation) == TENSOR:
-                            facts.tensor_attrs.add(small.target.value)
-        methods = [(q, n) for q, (n, owner) in definitions.found.items() if owner is class_node]
-        writes: list[tuple[str, str, cst.CSTNode, cst.BaseExpression, bool, TensorEnv]] = []
+        class_info = self.job.classes[class_qualname]
+        facts.tensor_attrs |= {attr for attr, kind in class_info.attr_types.items() if kind.endswith("Tensor")}
+        facts.tensor_attrs |= class_info.tensor_attrs
+        methods = []
+        for name in class_info.methods:
+            info = self.job.functions.get(f"{class_qualname}.{name}")
+            if info is not None and (info.defines_attributes or info.key in self.job.hot_keys):
+                parsed = self._parse(info)
+                if parsed is not None:
+                    methods.append((info, parsed, scan_function(parsed.function)))
+        envs: dict[str, TensorEnv] = {}
         for _ in range(2):  # attributes can be derived from other attributes
-            writes.clear()
-            for qualname, method in methods:
-                env = TensorEnv(facts)
-                env.learn_function(method)
-                scan = _AttributeWrites(method)
-                method.visit(scan)
-                for attr, node, value, augmented in scan.writes:
-                    writes.append((qualname, attr, node, value, augmented, env))
+            for info, parsed, scan in methods:
+                env = envs[info.qualname] = TensorEnv(facts)
+                env.learn_function(parsed.function, scan)
+                for attr, node, value, augmented in scan.attribute_writes:
                     kind = env.kind(value)
                     if kind in (TENSOR, BOOL) and not augmented:
                         facts.tensor_attrs.add(attr)
@@ -198,25 +145,32 @@ class FileAnalyzer:
                         facts.host_attrs[attr] = host
                     for callee in _callees(value, env):  # the value itself, or a container built of them
                         facts.record_holder(attr, callee)
-        for qualname, attr, node, value, augmented, env in writes:
-            if attr in facts.tensor_attrs or qualname.rsplit(".", 1)[-1] == "__init__":
+        for info, parsed, scan in methods:
+            if info.qualname.rsplit(".", 1)[-1] == "__init__" or info.key not in self.job.hot_keys:
                 continue
-            line = positions[node].start.line + offset
-            if (augmented or env.kind(value) == SCALAR) and self._hot_line(self._method_key(qualname), line):
-                facts.frozen_attrs.setdefault(attr, line)
-        return facts
+            mutations = [(attr, node) for attr, node, value, augmented in scan.attribute_writes
+                         if attr not in facts.tensor_attrs
+                         and (augmented or envs[info.qualname].kind(value) == SCALAR)]
+            spans = locate(parsed.module, [node for _, node in mutations])
+            for attr, node in mutations:
+                line = spans[node].line + parsed.offset
+                if self._hot_line(info, line):
+                    facts.frozen_attrs.setdefault(attr, line)
+        self.class_facts[class_qualname] = (facts, envs)
+        return facts, envs
 
-    def _frozen_globals(self, targets, definitions: _Definitions, positions, offset: int) -> dict[str, int]:
+    def _frozen_globals(self) -> dict[str, int]:
+        """Module globals that hot code rebinds (`global step; step += 1`)."""
         frozen: dict[str, int] = {}
-        for info, hot in targets:
-            found = definitions.found.get(info.qualname)
-            if not hot or found is None:
+        for info, hot in self.job.targets:
+            parsed = self._parse(info) if hot and info.declares_global else None
+            if parsed is None:
                 continue
-            scan = _AttributeWrites(found[0])
-            found[0].visit(scan)
-            for name, node in scan.global_writes:
-                line = positions[node].start.line + offset
-                if self._hot_line(info.key, line):
+            writes = scan_function(parsed.function).global_writes
+            spans = locate(parsed.module, [node for _, node in writes])
+            for name, node in writes:
+                line = spans[node].line + parsed.offset
+                if self._hot_line(info, line):
                     frozen.setdefault(name, line)
         return frozen
 
@@ -225,55 +179,48 @@ def _callees(value: cst.BaseExpression, env: TensorEnv) -> set[str]:
     if isinstance(value, cst.Call):
         return {env.qualname(value.func) or ""}
     if isinstance(value, (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.DictComp, cst.GeneratorExp)):
-        calls = cst.ensure_type(value, cst.BaseExpression)
-        found: set[str] = set()
-
-        class _Calls(cst.CSTVisitor):
-            def visit_Call(self, node: cst.Call) -> None:
-                found.add(env.qualname(node.func) or "")
-
-        calls.visit(_Calls())
-        return found
+        return {env.qualname(n.func) or "" for n in nodes(value) if isinstance(n, cst.Call)}
     return set()
 
 
-class _RuleWalker(cst.CSTVisitor):
-    """Visits one function once and dispatches each node to every rule that handles its type."""
+_HANDLERS = [(rule_class, [a for a in dir(rule_class) if a.startswith(("visit_", "leave_"))]) for rule_class in ALL_RULES]
 
-    def __init__(self, root: cst.FunctionDef, ctx: RuleContext):
-        self.root = root
-        self.ctx = ctx
-        self.visitors: dict[str, list] = {}
-        self.leavers: dict[str, list] = {}
-        for rule_class in ALL_RULES:
-            rule = rule_class()
-            for attr in dir(rule):
-                if attr.startswith("visit_"):
-                    self.visitors.setdefault(attr[6:], []).append((rule, getattr(rule, attr)))
-                elif attr.startswith("leave_"):
-                    self.leavers.setdefault(attr[6:], []).append((rule, getattr(rule, attr)))
 
-    def run(self) -> None:
-        self.root.visit(self)
+def _dispatch_tables():
+    """Fresh rule instances (some keep per-function state) and their handlers by node type name."""
+    visitors: dict[str, list] = {}
+    leavers: dict[str, list] = {}
+    for rule_class, handlers in _HANDLERS:
+        rule = rule_class()
+        for attr in handlers:
+            table = visitors if attr.startswith("visit_") else leavers
+            table.setdefault(attr[6:], []).append((rule, getattr(rule, attr)))
+    return visitors, leavers
 
-    def _dispatch(self, table, node: cst.CSTNode) -> None:
+
+def _run_rules(root: cst.FunctionDef, ctx: RuleContext) -> None:
+    """Visit one function once, dispatching each node to every rule that handles its type."""
+    visitors, leavers = _dispatch_tables()
+
+    def dispatch(table, node: cst.CSTNode) -> None:
         for rule, handler in table.get(type(node).__name__, ()):
-            self.ctx.activate(rule.code, rule.scope)
-            handler(node, self.ctx)
+            ctx.activate(rule.code, rule.scope)
+            handler(node, ctx)
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not self.root:
+    def enter(node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not root:
             return False
         if isinstance(node, cst.With):
-            self.ctx.with_stack.append([self.ctx.qualname(i.item.func) or "" for i in node.items
-                                        if isinstance(i.item, cst.Call)])
-        self._dispatch(self.visitors, node)
+            ctx.with_stack.append([ctx.qualname(i.item.func) or "" for i in node.items if isinstance(i.item, cst.Call)])
+        dispatch(visitors, node)
         return True
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._dispatch(self.leavers, original_node)
-        if isinstance(original_node, cst.With):
-            self.ctx.with_stack.pop()
+    def leave(node: cst.CSTNode) -> None:
+        dispatch(leavers, node)
+        if isinstance(node, cst.With):
+            ctx.with_stack.pop()
+
+    walk(root, enter, leave)
 
 
 def analyze_file(job: FileJob) -> list[Candidate]:

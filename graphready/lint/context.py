@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import CodeRange
 
+from graphready.lint.cstwalk import Span
 from graphready.lint.index import FunctionInfo
 from graphready.lint.tensors import LOCK_TYPES, Facts, TensorEnv
 
@@ -46,33 +46,31 @@ class FileFacts(Facts):
             self.graph_names.add(name)
 
 
+@dataclass
+class Pending:
+    """A rule hit whose position is computed later, in one pass for the whole statement."""
+
+    rule: str
+    scope: str
+    node: cst.CSTNode
+    message: str
+    context: "RuleContext"
+
+
 class RuleContext:
-    def __init__(
-        self,
-        function: FunctionInfo,
-        hot: bool,
-        env: TensorEnv,
-        facts: FileFacts,
-        positions: dict[cst.CSTNode, CodeRange],
-        line_offset: int,
-    ):
+    def __init__(self, function: FunctionInfo, hot: bool, env: TensorEnv, facts: FileFacts):
         self.function = function
         self.hot = hot
         self.env = env
         self.facts = facts
-        self.positions = positions
-        self.line_offset = line_offset
         self.with_stack: list[list[str]] = []  # resolved context-manager names of enclosing `with`s
-        self.candidates: list[Candidate] = []
+        self.pending: list[Pending] = []
         self._current_rule = ""
         self._current_scope = "hot"
-        self._reported: set[tuple[str, int, int]] = set()
+        self._reported: set[tuple[str, int]] = set()
 
     def qualname(self, node: cst.CSTNode) -> str | None:
         return self.env.qualname(node)
-
-    def line_of(self, node: cst.CSTNode) -> int:
-        return self.positions[node].start.line + self.line_offset
 
     def _in(self, line: int, ranges: list[tuple[int, int]]) -> bool:
         return any(start <= line <= end for start, end in ranges)
@@ -86,25 +84,18 @@ class RuleContext:
         return any(name in names for frame in self.with_stack for name in frame)
 
     def report(self, node: cst.CSTNode, message: str, rule: str | None = None) -> None:
-        where = self.positions[node]
-        line = where.start.line + self.line_offset
-        if self._current_scope == "hot" and not self.is_hot_line(line):
-            return
         rule = rule or self._current_rule
-        if (rule, line, where.start.column) in self._reported:
+        if (rule, id(node)) in self._reported:
             return
-        self._reported.add((rule, line, where.start.column))
-        self.candidates.append(
-            Candidate(
-                rule=rule,
-                line=line,
-                column=where.start.column,
-                end_line=where.end.line + self.line_offset,
-                end_column=where.end.column,
-                message=message,
-                function=self.function.key,
-            )
-        )
+        self._reported.add((rule, id(node)))
+        self.pending.append(Pending(rule, self._current_scope, node, message, self))
+
+    def candidate(self, hit: Pending, span: Span, line_offset: int) -> Candidate | None:
+        line = span.line + line_offset
+        if hit.scope == "hot" and not self.is_hot_line(line):
+            return None
+        return Candidate(hit.rule, line, span.column, span.end_line + line_offset, span.end_column,
+                         hit.message, self.function.key)
 
     def activate(self, rule_code: str, scope: str) -> None:
         self._current_rule = rule_code

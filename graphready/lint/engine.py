@@ -189,7 +189,7 @@ class LintRun:
                 results[source.rel] = entry["analysis"][key]
                 continue
             job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls, index.classes,
-                          targets, hot_keys, tensor_functions, autograd)
+                          targets, index.functions, hot_keys, tensor_functions, autograd)
             pending.append((source, key, job))
         for (source, key, _), hits in zip(pending, _map(analyze_file, [p[2] for p in pending], self.jobs)):
             results[source.rel] = hits

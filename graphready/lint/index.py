@@ -45,7 +45,7 @@ class FunctionInfo:
     class_qualname: str | None
     lineno: int
     end_lineno: int
-    stmt_range: tuple[int, int]  # the top-level statement holding this function
+    first_line: int  # the first decorator's line, or the def line
     decorators: list[str] = field(default_factory=list)
     marked_hot: bool = False
     memoized: bool = False
@@ -54,6 +54,8 @@ class FunctionInfo:
     excluded: list[tuple[int, int]] = field(default_factory=list)
     capture_bodies: list[tuple[int, int]] = field(default_factory=list)
     mentions_graph: bool = False
+    declares_global: bool = False
+    defines_attributes: bool = False  # sets `self.<attr>` to what may be a tensor, lock, graph or kernel
 
 
 @dataclass
@@ -62,9 +64,9 @@ class ClassInfo:
     qualname: str
     bases: list[str]
     methods: list[str]
-    stmt_range: tuple[int, int]
     attr_types: dict[str, str] = field(default_factory=dict)
     attr_elem_types: dict[str, str] = field(default_factory=dict)
+    tensor_attrs: set[str] = field(default_factory=set)  # register_buffer / register_parameter names
 
 
 @dataclass
@@ -91,13 +93,12 @@ class _FunctionScanner:
         self.local_defs = local_defs  # nested def name -> function key
         self.local_types: dict[str, tuple[str, str]] = {}
 
-    def scan(self, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+    def scan(self, func: ast.FunctionDef | ast.AsyncFunctionDef, body_nodes: list[ast.AST]) -> None:
         for arg in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]:
             if arg.annotation is not None:
                 annotated = self.names.resolve(arg.annotation)
                 if annotated:
                     self.local_types[arg.arg] = ("class", annotated)
-        body_nodes = list(_walk_body(func.body))
         for node in body_nodes:
             self._learn_types(node)
         for node in body_nodes:
@@ -180,6 +181,11 @@ class _FunctionScanner:
         return CallSite(line, "name", resolved, capture=capture) if resolved else None
 
 
+# Classes whose instances the rules care about when stored on `self`.
+ATTRIBUTE_CLASSES = {
+    "threading.Lock", "threading.RLock", "threading.Condition", "threading.Semaphore",
+    "threading.BoundedSemaphore", "torch.cuda.CUDAGraph", "torch.cuda.Stream", "torch.cuda.Event",
+}
 MODULE_CHAIN_METHODS = {"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"}
 
 
@@ -205,15 +211,33 @@ def _self_attr(node: ast.AST) -> str | None:
     return None
 
 
+_SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _walk_body(statements: list[ast.stmt]):
-    """Every node under `statements`, not descending into nested function or class bodies."""
+    """Every node under `statements`, not descending into nested function or class bodies.
+
+    A hand-rolled walk: `ast.iter_child_nodes` is the single largest cost of indexing a big tree.
+    """
     stack = list(reversed(statements))
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        kind = type(node)
+        if kind in _SCOPE_TYPES:
             continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        fields = _CHILD_FIELDS.get(kind)
+        if fields is None:
+            fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f != "ctx")
+        children = []
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                children.extend(v for v in value if isinstance(v, ast.AST))
+            elif isinstance(value, ast.AST):
+                children.append(value)
+        stack.extend(reversed(children))
 
 
 class _ModuleIndexer:
@@ -227,36 +251,34 @@ class _ModuleIndexer:
         self.names.collect(tree)
         self.index.imports = self.names.aliases
         for stmt in tree.body:
-            stmt_range = (_first_line(stmt), stmt.end_lineno or stmt.lineno)
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 callee = self.names.resolve(stmt.value.func)
                 for target in targets:
                     if isinstance(target, ast.Name) and callee:
                         self.index.global_calls[target.id] = callee
-            self._definitions([stmt], prefix="", class_info=None, stmt_range=stmt_range)
+            self._definitions([stmt], prefix="", class_info=None)
         return self.index
 
-    def _definitions(self, statements, prefix: str, class_info: ClassInfo | None, stmt_range) -> None:
+    def _definitions(self, statements, prefix: str, class_info: ClassInfo | None) -> None:
         for stmt in statements:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self._function(stmt, prefix, class_info, stmt_range)
+                self._function(stmt, prefix, class_info)
             elif isinstance(stmt, ast.ClassDef):
-                self._class(stmt, prefix, stmt_range)
+                self._class(stmt, prefix)
             elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
                 blocks = [getattr(stmt, name, []) for name in ("body", "orelse", "finalbody")]
                 blocks += [handler.body for handler in getattr(stmt, "handlers", [])]
                 for block in blocks:
-                    self._definitions(block, prefix, class_info, stmt_range)
+                    self._definitions(block, prefix, class_info)
 
-    def _class(self, node: ast.ClassDef, prefix: str, stmt_range) -> None:
+    def _class(self, node: ast.ClassDef, prefix: str) -> None:
         qualname = f"{prefix}{node.name}"
         info = ClassInfo(
             key=f"{self.index.module}:{qualname}",
             qualname=qualname,
             bases=[b for b in (self.names.resolve(base) for base in node.bases) if b],
             methods=[s.name for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))],
-            stmt_range=stmt_range,
         )
         self.index.classes[qualname] = info
         for stmt in node.body:
@@ -264,11 +286,13 @@ class _ModuleIndexer:
                 annotated = self.names.resolve(stmt.annotation)
                 if annotated:
                     info.attr_types.setdefault(stmt.target.id, annotated)
-        self._definitions(node.body, f"{qualname}.", info, stmt_range)
+        self._definitions(node.body, f"{qualname}.", info)
 
-    def _function(self, node, prefix: str, class_info: ClassInfo | None, stmt_range) -> None:
+    def _function(self, node, prefix: str, class_info: ClassInfo | None) -> None:
         qualname = f"{prefix}{node.name}"
         decorators = [d for d in (self.names.resolve(_decorator_callee(dec)) for dec in node.decorator_list) if d]
+        body_nodes = list(_walk_body(node.body))
+        global_names = {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
         def_line = self.lines[node.lineno - 1] if node.lineno - 1 < len(self.lines) else ""
         info = FunctionInfo(
             key=f"{self.index.module}:{qualname}",
@@ -276,39 +300,46 @@ class _ModuleIndexer:
             class_qualname=class_info.qualname if class_info else None,
             lineno=node.lineno,
             end_lineno=node.end_lineno or node.lineno,
-            stmt_range=stmt_range,
+            first_line=_first_line(node),
             decorators=decorators,
             marked_hot=bool(HOT_DECORATORS.intersection(decorators) or HOT_COMMENT.search(def_line)
                             or any(d.endswith(".hot_path") and d.startswith("graphready") for d in decorators)),
             memoized=bool(MEMO_DECORATORS.intersection(decorators)),
             returns_tensor=node.returns is not None and "Tensor" in ast.unparse(node.returns),
-            excluded=excluded_ranges(node, self.guards, self.names),
-            capture_bodies=capture_bodies(node, self.names),
+            excluded=excluded_ranges(node, self.guards, self.names, global_names),
+            capture_bodies=capture_bodies(body_nodes, self.names),
+            declares_global=bool(global_names),
         )
         text = "\n".join(self.lines[info.lineno - 1:info.end_lineno])
         info.mentions_graph = bool(GRAPH_TEXT.search(text))
         self.index.functions[qualname] = info
         nested = {}
-        for stmt in _walk_body(node.body):
+        for stmt in body_nodes:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 nested[stmt.name] = f"{self.index.module}:{qualname}.{stmt.name}"
-        _FunctionScanner(info, self.names, nested).scan(node)
+        _FunctionScanner(info, self.names, nested).scan(node, body_nodes)
         if class_info is not None:
-            self._learn_attribute_types(node, class_info)
-        for stmt in _walk_body(node.body):
+            self._learn_attribute_types(node, class_info, body_nodes, info)
+        for stmt in body_nodes:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self._function(stmt, f"{qualname}.", None, stmt_range)
+                self._function(stmt, f"{qualname}.", None)
             elif isinstance(stmt, ast.ClassDef):
-                self._class(stmt, f"{qualname}.", stmt_range)
+                self._class(stmt, f"{qualname}.")
 
-    def _learn_attribute_types(self, func, info: ClassInfo) -> None:
+    def _learn_attribute_types(self, func, info: ClassInfo, body_nodes: list[ast.AST], function: FunctionInfo) -> None:
         """`self.cache = KVCache(...)`, `self.layers = nn.ModuleList([Layer(...) ...])`, `self.x = x: X`."""
         params = {
             a.arg: self.names.resolve(a.annotation)
             for a in [*func.args.args, *func.args.kwonlyargs]
             if a.annotation is not None
         }
-        for node in _walk_body(func.body):
+        local_names = {t.id for n in body_nodes if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                       for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+        for node in body_nodes:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _self_attr(node.func) in (
+                "register_buffer", "register_parameter"
+            ) and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                info.tensor_attrs.add(node.args[0].value)
             if not isinstance(node, (ast.Assign, ast.AnnAssign)):
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -316,6 +347,8 @@ class _ModuleIndexer:
                 attr = _self_attr(target)
                 if not attr or node.value is None:
                     continue
+                if self._may_matter(node.value, params, local_names):
+                    function.defines_attributes = True
                 value = _unwrap_module_chain(node.value)
                 if isinstance(value, ast.Name) and params.get(value.id):
                     info.attr_types.setdefault(attr, params[value.id])
@@ -330,6 +363,25 @@ class _ModuleIndexer:
                     element = self._element_class(value)
                     if element:
                         info.attr_elem_types.setdefault(attr, element)
+
+    def _may_matter(self, value: ast.AST, params: dict[str, str | None], local_names: set[str]) -> bool:
+        """Could `self.x = value` make x a tensor, a lock, a graph or a compiled kernel?
+
+        Plain numbers, config fields and submodules (`nn.Linear(...)`) cannot, and skipping the
+        methods that only set those (most of every `__init__`) halves what libcst has to parse.
+        """
+        if isinstance(value, ast.Constant):
+            return False
+        if isinstance(value, ast.Attribute):
+            return _self_attr(value) is not None
+        if isinstance(value, ast.Name):
+            annotation = params.get(value.id)
+            return value.id in local_names or bool(annotation and "Tensor" in annotation)
+        if isinstance(value, ast.Call):
+            callee = self.names.resolve(value.func) or ""
+            return not _looks_like_class(callee) or callee in ATTRIBUTE_CLASSES or callee.endswith(
+                ("Parameter", "Tensor"))
+        return True
 
     def _element_class(self, node: ast.AST) -> str | None:
         for child in ast.walk(node):

@@ -70,13 +70,9 @@ def _stores_result(statements: list[ast.stmt], global_names: set[str]) -> bool:
     return False
 
 
-def _global_names(func: ast.AST) -> set[str]:
-    return {name for node in ast.walk(func) if isinstance(node, (ast.Global, ast.Nonlocal)) for name in node.names}
-
-
-def excluded_ranges(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: list[str], names: ImportMap):
+def excluded_ranges(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: list[str], names: ImportMap,
+                    global_names: set[str]):
     guard_set = set(guards)
-    global_names = _global_names(func)
     ranges: list[tuple[int, int]] = []
 
     def visit(statements: list[ast.stmt]) -> None:
@@ -108,9 +104,9 @@ def excluded_ranges(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: list[s
     return ranges
 
 
-def capture_bodies(func: ast.FunctionDef | ast.AsyncFunctionDef, names: ImportMap) -> list[tuple[int, int]]:
+def capture_bodies(body_nodes: list[ast.AST], names: ImportMap) -> list[tuple[int, int]]:
     bodies = []
-    for node in ast.walk(func):
+    for node in body_nodes:
         if isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
                 expr = item.context_expr

@@ -31,7 +31,7 @@ class ImportMap:
         for stmt in tree.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.aliases[stmt.name] = f"{self.module}.{stmt.name}"
-        for node in ast.walk(tree):
+        for node in _statements(tree.body):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:
@@ -53,6 +53,18 @@ class ImportMap:
     def resolve(self, node: ast.AST) -> str | None:
         dotted = dotted_name(node)
         return self.resolve_dotted(dotted) if dotted else None
+
+
+def _statements(body: list[ast.stmt]):
+    """Every statement, in nested blocks and function bodies too, without entering expressions."""
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        yield node
+        for name in ("cases", "finalbody", "handlers", "orelse", "body"):
+            block = getattr(node, name, None)
+            if type(block) is list:
+                stack.extend(reversed(block))
 
 
 def dotted_name(node: ast.AST) -> str | None:

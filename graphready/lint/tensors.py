@@ -8,8 +8,11 @@ Host (CPU) tensors are tracked separately, for pageable host-to-device copies.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import libcst as cst
 
+from graphready.lint.cstwalk import nodes
 from graphready.lint.resolve import ImportMap
 
 TENSOR, BOOL, SCALAR = "tensor", "bool", "scalar"
@@ -133,19 +136,19 @@ class TensorEnv:
         return self.facts.names.resolve_dotted(name) if name else None
 
     # -- learning -----------------------------------------------------------------------
-    def learn_function(self, func: cst.FunctionDef) -> None:
+    def learn_function(self, func: cst.FunctionDef, scan: FunctionScan | None = None) -> None:
         for param in [*func.params.posonly_params, *func.params.params, *func.params.kwonly_params]:
             if param.annotation is not None:
                 kind = self.annotation_kind(param.annotation.annotation)
                 if kind:
                     self.locals[param.name.value] = kind
-        assignments = _Assignments()
-        func.body.visit(assignments)
+        scan = scan or scan_function(func)
+        pairs, loops = scan.pairs, scan.loops
         for _ in range(3):  # a few passes settle chains like a = f(x); b = a + 1
             before = (dict(self.locals), dict(self.host))
-            for targets, value in assignments.pairs:
+            for targets, value in pairs:
                 self._learn(targets, value)
-            for target, iterable in assignments.loops:
+            for target, iterable in loops:
                 if isinstance(target, cst.Name) and self.kind(iterable) in (TENSOR, BOOL, TENSORS):
                     self.locals[target.value] = TENSOR
             if before == (self.locals, self.host):
@@ -371,34 +374,49 @@ def device_kind(node: cst.CSTNode | None, env: TensorEnv, depth: int = 0) -> str
     return None
 
 
-class _Assignments(cst.CSTVisitor):
-    """Assignment pairs and for-loop targets in a function body, not in nested scopes."""
+@dataclass
+class FunctionScan:
+    """Everything assigned in one function body (not nested scopes), gathered in one walk."""
 
-    def __init__(self) -> None:
-        self.pairs: list[tuple[list[cst.BaseExpression], cst.BaseExpression | None]] = []
-        self.loops: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
+    pairs: list[tuple[list[cst.BaseExpression], cst.BaseExpression | None]] = field(default_factory=list)
+    loops: list[tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=list)
+    attribute_writes: list[tuple[str, cst.CSTNode, cst.BaseExpression, bool]] = field(default_factory=list)
+    global_writes: list[tuple[str, cst.CSTNode]] = field(default_factory=list)
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self.pairs.append(([t.target for t in node.targets], node.value))
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self.pairs.append(([node.target], node.value))
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.pairs.append(([node.target], cst.BinaryOperation(node.target, cst.Add(), node.value)))
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self.pairs.append(([node.target], node.value))
-
-    def visit_For(self, node: cst.For) -> None:
-        self.loops.append((node.target, node.iter))
-
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if node.asname is not None:
-            self.pairs.append(([node.asname.name], node.item))
+def scan_function(func: cst.FunctionDef) -> FunctionScan:
+    scan = FunctionScan()
+    global_names: set[str] = set()
+    named_writes: list[tuple[str, cst.CSTNode]] = []
+    for node in nodes(func):
+        kind = type(node)
+        if kind is cst.Assign:
+            targets, augmented = [t.target for t in node.targets], False
+            scan.pairs.append((targets, node.value))
+        elif kind is cst.AnnAssign or kind is cst.NamedExpr:
+            targets, augmented = [node.target], False
+            scan.pairs.append((targets, node.value))
+        elif kind is cst.AugAssign:
+            targets, augmented = [node.target], True
+            scan.pairs.append((targets, cst.BinaryOperation(node.target, cst.Add(), node.value)))
+        elif kind is cst.For:
+            scan.loops.append((node.target, node.iter))
+            continue
+        elif kind is cst.WithItem and node.asname is not None:
+            scan.pairs.append(([node.asname.name], node.item))
+            continue
+        elif kind is cst.Global:
+            global_names |= {n.name.value for n in node.names}
+            continue
+        else:
+            continue
+        if node.value is None:
+            continue
+        for target in targets:
+            attr = self_attr(target)
+            if attr is not None:
+                scan.attribute_writes.append((attr, node, node.value, augmented))
+            elif type(target) is cst.Name:
+                named_writes.append((target.value, node))
+    scan.global_writes = [(name, node) for name, node in named_writes if name in global_names]
+    return scan

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from graphready.lint.context import RuleContext
+from graphready.lint.cstwalk import nodes, walk
 from graphready.lint.rules.base import Rule
 
 GRAPH_CONTEXT = "torch.cuda.graph"
@@ -24,58 +25,46 @@ def _names_in(node: cst.CSTNode | None) -> set[str]:
     return set()
 
 
-class _CaptureScan(cst.CSTVisitor):
-    """Splits one function into capture bodies, temporaries made outside them, and escapes."""
+def _scan(ctx: RuleContext, root: cst.FunctionDef):
+    """Capture bodies of `root`, tensors made outside them, and names that escape the call."""
+    bodies: list[cst.BaseSuite] = []
+    temps: set[str] = set()
+    escaped: set[str] = set()
+    inside: list[cst.BaseSuite] = []
 
-    def __init__(self, ctx: RuleContext, root: cst.FunctionDef):
-        self.ctx = ctx
-        self.root = root
-        self.bodies: list[cst.IndentedBlock | cst.BaseSuite] = []
-        self.temps: set[str] = set()
-        self.escaped: set[str] = set()
-        self.depth = 0  # > 0 while inside a capture body
+    def enter(node: cst.CSTNode) -> bool:
+        nonlocal escaped
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not root:
+            return False
+        if isinstance(node, cst.With) and any(
+            isinstance(i.item, cst.Call) and ctx.qualname(i.item.func) == GRAPH_CONTEXT for i in node.items
+        ):
+            bodies.append(node.body)
+            inside.append(node.body)
+        elif isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, (cst.Attribute, cst.Subscript)):
+                    escaped |= _names_in(node.value)
+                elif isinstance(target.target, cst.Name) and not inside:
+                    if isinstance(node.value, cst.Call) and ctx.env.is_tensor(node.value):
+                        temps.add(target.target.value)
+        elif isinstance(node, cst.Call):
+            func = node.func  # self.keep.append(w), self.cache.update(k=w), obj.register_buffer("w", w)
+            if isinstance(func, cst.Attribute) and isinstance(func.value, (cst.Attribute, cst.Subscript)):
+                for arg in node.args:
+                    escaped |= _names_in(arg.value)
+        elif isinstance(node, cst.Return):
+            escaped |= _names_in(node.value)
+        elif isinstance(node, cst.Yield) and isinstance(node.value, cst.BaseExpression):
+            escaped |= _names_in(node.value)
+        return True
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return node is self.root
+    def leave(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.With) and inside and node.body is inside[-1]:
+            inside.pop()
 
-    def visit_With(self, node: cst.With) -> None:
-        if any(isinstance(i.item, cst.Call) and self.ctx.qualname(i.item.func) == GRAPH_CONTEXT for i in node.items):
-            self.bodies.append(node.body)
-            self.depth += 1
-
-    def leave_With(self, node: cst.With) -> None:
-        if self.bodies and node.body is self.bodies[-1] and self.depth:
-            self.depth -= 1
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            if isinstance(target.target, (cst.Attribute, cst.Subscript)):
-                self.escaped |= _names_in(node.value)
-            elif isinstance(target.target, cst.Name) and self.depth == 0:
-                value = node.value
-                if isinstance(value, cst.Call) and self.ctx.env.is_tensor(value):
-                    self.temps.add(target.target.value)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, (cst.Attribute, cst.Subscript)):
-            for arg in node.args:  # self.keep.append(w), self.cache.update(k=w), obj.register_buffer("w", w)
-                self.escaped |= _names_in(arg.value)
-
-    def visit_Return(self, node: cst.Return) -> None:
-        self.escaped |= _names_in(node.value)
-
-    def visit_Yield(self, node: cst.Yield) -> None:
-        self.escaped |= _names_in(node.value if isinstance(node.value, cst.BaseExpression) else None)
-
-
-class _FirstReads(cst.CSTVisitor):
-    def __init__(self, names: set[str]):
-        self.names = names
-        self.first: dict[str, cst.Name] = {}
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value in self.names and node.value not in self.first:
-            self.first[node.value] = node
+    walk(root, enter, leave)
+    return bodies, temps - escaped
 
 
 class CaptureTemp(Rule):
@@ -83,15 +72,15 @@ class CaptureTemp(Rule):
     scope = "always"
 
     def visit_FunctionDef(self, node: cst.FunctionDef, ctx: RuleContext) -> None:
-        scan = _CaptureScan(ctx, node)
-        node.visit(scan)
-        freed = scan.temps - scan.escaped
-        if not scan.bodies or not freed:
+        if not ctx.function.capture_bodies:
             return
-        for body in scan.bodies:
-            reads = _FirstReads(freed)
-            body.visit(reads)
-            for name, use in sorted(reads.first.items()):
+        bodies, freed = _scan(ctx, node)
+        for body in bodies if freed else []:
+            first: dict[str, cst.Name] = {}
+            for use in nodes(body):
+                if isinstance(use, cst.Name) and use.value in freed:
+                    first.setdefault(use.value, use)
+            for name, use in sorted(first.items()):
                 ctx.report(use, f"`{name}` is made outside the capture and read inside it, but nothing keeps it "
                                 "alive: it is freed after capture and replay reads freed memory; store it on "
                                 "`self` (or return it) for the graph's lifetime")

@@ -1,0 +1,144 @@
+"""Fast read-only traversal of libcst trees, and positions computed only for the nodes reported.
+
+libcst's visitor machinery rebuilds every node it passes and `PositionProvider` records a range
+for every node; together they cost several parses' worth of time per file. The rules only read
+the tree and need positions for the handful of nodes they report, so we walk dataclass fields
+directly and locate reported nodes with one plain code generation pass.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from typing import Callable, Iterable
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+# Tokens and whitespace: no rule looks at them, and they are half of every tree.
+_SKIPPED_FIELDS = {
+    "lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators", "header", "footer",
+    "newline", "colon", "equal", "dot", "asynchronous", "operator", "star_tok", "trailing_whitespace",
+    "first_line", "empty_lines", "last_line", "default_comma", "default_comma_whitespace",
+}
+_IS_NODE: dict[type, bool] = {}  # exact type -> is a CSTNode (avoids slow ABC isinstance checks)
+
+
+def _is_node(value: object) -> bool:
+    kind = type(value)
+    known = _IS_NODE.get(kind)
+    if known is None:
+        known = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    fields = _FIELDS.get(type(node))
+    if fields is None:
+        fields = _FIELDS[type(node)] = tuple(
+            f.name for f in dataclasses.fields(node)
+            if f.name not in _SKIPPED_FIELDS and "whitespace" not in f.name
+        )
+    found: list[cst.CSTNode] = []
+    for name in fields:
+        value = getattr(node, name)
+        kind = type(value)
+        if kind is list or kind is tuple:
+            found.extend(v for v in value if _is_node(v))
+        elif _is_node(value):
+            found.append(value)
+    return found
+
+
+def walk(root: cst.CSTNode, enter: Callable[[cst.CSTNode], bool | None],
+         leave: Callable[[cst.CSTNode], None] | None = None) -> None:
+    """Depth-first, children in field order; `enter` returning False skips a subtree."""
+    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            leave(node)
+            continue
+        if enter(node) is False:
+            continue
+        if leave is not None:
+            stack.append((node, True))
+        stack.extend((child, False) for child in reversed(children(node)))
+
+
+def nodes(root: cst.CSTNode, skip_scopes: bool = True) -> Iterable[cst.CSTNode]:
+    """Every node under `root`; with skip_scopes, not inside nested functions or classes."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if skip_scopes and node is not root and type(node) in _SCOPES:
+            continue
+        stack.extend(reversed(children(node)))
+
+
+_SCOPES = (cst.FunctionDef, cst.ClassDef)
+
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+class _Locator(CodegenState):
+    """Code generation that only notes where the wanted nodes start and end."""
+
+    def __init__(self, module: cst.Module, wanted: set[cst.CSTNode]):
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.wanted = wanted
+        self.offset = 0
+        self.ranges: dict[cst.CSTNode, list[int]] = {}
+
+    def add_indent_tokens(self) -> None:
+        for token in self.indent_tokens:
+            self.add_token(token)
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        self.offset += len(value)
+
+    def pop_trailing_newline(self) -> None:
+        if self.tokens:
+            self.offset -= len(self.tokens.pop())
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if node in self.wanted:
+            self.ranges[node] = [self.offset, self.offset]
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        if node in self.wanted:
+            self.ranges[node][1] = self.offset
+
+
+def locate(module: cst.Module, wanted: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, Span]:
+    """1-based lines, 0-based columns of each wanted node, surrounding whitespace trimmed."""
+    wanted = set(wanted)
+    if not wanted:
+        return {}
+    state = _Locator(module, wanted)
+    module._codegen(state)
+    text = "".join(state.tokens)
+    newlines = [i for i, char in enumerate(text) if char == "\n"]
+
+    def position(offset: int) -> tuple[int, int]:
+        line = bisect.bisect_left(newlines, offset)
+        start_of_line = newlines[line - 1] + 1 if line else 0
+        return line + 1, offset - start_of_line
+
+    spans = {}
+    for node, (start, end) in state.ranges.items():
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        spans[node] = Span(*position(start), *position(end))
+    return spans
