@@ -11,12 +11,15 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from graphready.lint.context import Candidate, FileFacts, Pending, RuleContext
+from graphready.lint.candidate import Candidate
+from graphready.lint.context import FileFacts, Pending, RuleContext
 from graphready.lint.cstwalk import locate, nodes, walk
 from graphready.lint.index import ClassInfo, FunctionInfo
 from graphready.lint.resolve import ImportMap
-from graphready.lint.rules import ALL_RULES, PARSE_ERROR
-from graphready.lint.tensors import BOOL, SCALAR, TENSOR, TensorEnv, is_tensor_callee, scan_function
+from graphready.lint.candidate import PARSE_ERROR
+from graphready.lint.rules import ALL_RULES
+from graphready.lint.tensors import BOOL, SCALAR, TENSOR, TensorEnv, scan_function
+from graphready.lint.torchnames import is_tensor_callee
 
 
 @dataclass
@@ -122,10 +125,16 @@ class FileAnalyzer:
         class_info = self.job.classes[class_qualname]
         facts.tensor_attrs |= {attr for attr, kind in class_info.attr_types.items() if kind.endswith("Tensor")}
         facts.tensor_attrs |= class_info.tensor_attrs
+        for attr, callees in class_info.attr_calls.items():  # set anywhere in the class, from the index
+            for callee in callees:
+                if is_tensor_callee(callee) or callee.endswith(".Parameter"):
+                    facts.tensor_attrs.add(attr)
+                facts.record_holder(attr, callee)
+        facts.host_attrs.update(class_info.host_attrs)
         methods = []
-        for name in class_info.methods:
+        for name in class_info.methods:  # hot methods: full inference for what they assign
             info = self.job.functions.get(f"{class_qualname}.{name}")
-            if info is not None and (info.defines_attributes or info.key in self.job.hot_keys):
+            if info is not None and info.key in self.job.hot_keys:
                 parsed = self._parse(info)
                 if parsed is not None:
                     methods.append((info, parsed, scan_function(parsed.function)))

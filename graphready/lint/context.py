@@ -6,22 +6,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from graphready.lint.candidate import Candidate
 from graphready.lint.cstwalk import Span
 from graphready.lint.index import FunctionInfo
-from graphready.lint.tensors import LOCK_TYPES, Facts, TensorEnv
-
-
-@dataclass
-class Candidate:
-    """A rule hit before hot-chain, severity, suppressions and baseline are applied."""
-
-    rule: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    message: str
-    function: str  # key of the function it is in
+from graphready.lint.tensors import Facts, TensorEnv
+from graphready.lint.torchnames import LOCK_TYPES
 
 
 class FileFacts(Facts):

@@ -10,15 +10,14 @@ from pathlib import Path
 from graphready.catalog import load_catalog
 from graphready.config import Config
 from graphready.findings import Finding, Severity
-from graphready.lint.analyzer import FileJob, analyze_file
 from graphready.lint.baseline import apply_baseline, assign_fingerprints, load_baseline
 from graphready.lint.cache import LintCache, digest
-from graphready.lint.context import Candidate
+from graphready.lint.candidate import Candidate
 from graphready.lint.cuda import CUDA_SUFFIXES, scan_cuda
 from graphready.lint.files import discover, module_name, relative
 from graphready.lint.hotpath import HotSet, Project, find_hot
 from graphready.lint.index import ModuleIndex, index_module
-from graphready.lint.rules import PARSE_ERROR, UNUSED_SUPPRESSION
+from graphready.lint.candidate import PARSE_ERROR, UNUSED_SUPPRESSION
 from graphready.lint.suppressions import parse_suppressions
 
 AUTOGRAD_FUNCTION = "torch.autograd.Function"
@@ -188,9 +187,15 @@ class LintRun:
             if entry is not None and key in entry["analysis"]:
                 results[source.rel] = entry["analysis"][key]
                 continue
+            from graphready.lint.analyzer import FileJob
+
             job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls, index.classes,
                           targets, index.functions, hot_keys, tensor_functions, autograd)
             pending.append((source, key, job))
+        if not pending:
+            return results
+        from graphready.lint.analyzer import analyze_file  # libcst loads only when something is parsed
+
         for (source, key, _), hits in zip(pending, _map(analyze_file, [p[2] for p in pending], self.jobs)):
             results[source.rel] = hits
             entry = self.cache.get(source.rel, source.digest)

@@ -29,12 +29,18 @@ class Project:
     def __init__(self, modules: dict[str, ModuleIndex]):
         self.modules = modules
         self.functions: dict[str, FunctionInfo] = {}
+        self._lookups: dict[str, tuple | None] = {}
         for index in modules.values():
             for info in index.functions.values():
                 self.functions[info.key] = info
 
     def _lookup(self, dotted: str, depth: int = 0):
         """dotted name -> ("function", key) | ("class", ClassInfo, module) | None, following re-exports."""
+        if dotted not in self._lookups:
+            self._lookups[dotted] = self._resolve(dotted, depth)
+        return self._lookups[dotted]
+
+    def _resolve(self, dotted: str, depth: int):
         if depth > MAX_ALIAS_DEPTH:
             return None
         parts = dotted.split(".")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from graphready.lint.regions import capture_bodies, excluded_ranges
 from graphready.lint.resolve import ImportMap
+from graphready.lint.torchnames import FACTORIES
 
 HOT_COMMENT = re.compile(r"#\s*graphready:\s*hot\b")
 HOT_DECORATORS = {"graphready.hot_path", "graphready.markers.hot_path"}
@@ -55,7 +56,6 @@ class FunctionInfo:
     capture_bodies: list[tuple[int, int]] = field(default_factory=list)
     mentions_graph: bool = False
     declares_global: bool = False
-    defines_attributes: bool = False  # sets `self.<attr>` to what may be a tensor, lock, graph or kernel
 
 
 @dataclass
@@ -67,6 +67,8 @@ class ClassInfo:
     attr_types: dict[str, str] = field(default_factory=dict)
     attr_elem_types: dict[str, str] = field(default_factory=dict)
     tensor_attrs: set[str] = field(default_factory=set)  # register_buffer / register_parameter names
+    attr_calls: dict[str, list[str]] = field(default_factory=dict)  # self.x = f(...) or [f(...) ...] -> f
+    host_attrs: dict[str, str] = field(default_factory=dict)  # self.x = a CPU tensor: "pinned" / "pageable"
 
 
 @dataclass
@@ -181,11 +183,6 @@ class _FunctionScanner:
         return CallSite(line, "name", resolved, capture=capture) if resolved else None
 
 
-# Classes whose instances the rules care about when stored on `self`.
-ATTRIBUTE_CLASSES = {
-    "threading.Lock", "threading.RLock", "threading.Condition", "threading.Semaphore",
-    "threading.BoundedSemaphore", "torch.cuda.CUDAGraph", "torch.cuda.Stream", "torch.cuda.Event",
-}
 MODULE_CHAIN_METHODS = {"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"}
 
 
@@ -319,22 +316,20 @@ class _ModuleIndexer:
                 nested[stmt.name] = f"{self.index.module}:{qualname}.{stmt.name}"
         _FunctionScanner(info, self.names, nested).scan(node, body_nodes)
         if class_info is not None:
-            self._learn_attribute_types(node, class_info, body_nodes, info)
+            self._learn_attribute_types(node, class_info, body_nodes)
         for stmt in body_nodes:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self._function(stmt, f"{qualname}.", None)
             elif isinstance(stmt, ast.ClassDef):
                 self._class(stmt, f"{qualname}.")
 
-    def _learn_attribute_types(self, func, info: ClassInfo, body_nodes: list[ast.AST], function: FunctionInfo) -> None:
+    def _learn_attribute_types(self, func, info: ClassInfo, body_nodes: list[ast.AST]) -> None:
         """`self.cache = KVCache(...)`, `self.layers = nn.ModuleList([Layer(...) ...])`, `self.x = x: X`."""
         params = {
             a.arg: self.names.resolve(a.annotation)
             for a in [*func.args.args, *func.args.kwonlyargs]
             if a.annotation is not None
         }
-        local_names = {t.id for n in body_nodes if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-                       for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
         for node in body_nodes:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _self_attr(node.func) in (
                 "register_buffer", "register_parameter"
@@ -347,8 +342,7 @@ class _ModuleIndexer:
                 attr = _self_attr(target)
                 if not attr or node.value is None:
                     continue
-                if self._may_matter(node.value, params, local_names):
-                    function.defines_attributes = True
+                self._record_attribute_calls(attr, node.value, info)
                 value = _unwrap_module_chain(node.value)
                 if isinstance(value, ast.Name) and params.get(value.id):
                     info.attr_types.setdefault(attr, params[value.id])
@@ -364,24 +358,28 @@ class _ModuleIndexer:
                     if element:
                         info.attr_elem_types.setdefault(attr, element)
 
-    def _may_matter(self, value: ast.AST, params: dict[str, str | None], local_names: set[str]) -> bool:
-        """Could `self.x = value` make x a tensor, a lock, a graph or a compiled kernel?
-
-        Plain numbers, config fields and submodules (`nn.Linear(...)`) cannot, and skipping the
-        methods that only set those (most of every `__init__`) halves what libcst has to parse.
-        """
-        if isinstance(value, ast.Constant):
-            return False
-        if isinstance(value, ast.Attribute):
-            return _self_attr(value) is not None
-        if isinstance(value, ast.Name):
-            annotation = params.get(value.id)
-            return value.id in local_names or bool(annotation and "Tensor" in annotation)
-        if isinstance(value, ast.Call):
-            callee = self.names.resolve(value.func) or ""
-            return not _looks_like_class(callee) or callee in ATTRIBUTE_CLASSES or callee.endswith(
-                ("Parameter", "Tensor"))
-        return True
+    def _record_attribute_calls(self, attr: str, value: ast.AST, info: ClassInfo) -> None:
+        """What `self.<attr>` is built by, so the rules know tensors, locks, graphs and kernels
+        without parsing the (load-time) methods that set them."""
+        calls = [value] if isinstance(value, ast.Call) else (
+            [n for n in ast.walk(value) if isinstance(n, ast.Call)]
+            if isinstance(value, (ast.List, ast.ListComp, ast.Tuple, ast.Dict, ast.DictComp)) else []
+        )
+        for call in calls:
+            inner = _unwrap_module_chain(call)
+            callee = self.names.resolve(inner.func) if isinstance(inner, ast.Call) else None
+            if callee:
+                info.attr_calls.setdefault(attr, []).append(callee)
+            keywords = {k.arg: k.value for k in getattr(inner, "keywords", [])}
+            pinned = keywords.get("pin_memory")
+            if (isinstance(pinned, ast.Constant) and pinned.value is True) or (
+                isinstance(call.func, ast.Attribute) and call.func.attr == "pin_memory"
+            ):
+                info.host_attrs[attr] = "pinned"
+            elif callee and callee.startswith("torch.") and callee.rsplit(".", 1)[-1] in FACTORIES:
+                device = keywords.get("device")
+                if device is None or (isinstance(device, ast.Constant) and str(device.value).startswith("cpu")):
+                    info.host_attrs[attr] = "pageable"
 
     def _element_class(self, node: ast.AST) -> str | None:
         for child in ast.walk(node):

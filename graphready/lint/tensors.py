@@ -14,6 +14,7 @@ import libcst as cst
 
 from graphready.lint.cstwalk import nodes
 from graphready.lint.resolve import ImportMap
+from graphready.lint.torchnames import FACTORIES, NON_TENSOR_TORCH, NON_TENSOR_TORCH_PREFIXES
 
 TENSOR, BOOL, SCALAR = "tensor", "bool", "scalar"
 TENSORS = "tensors"  # a list/tuple/dict of tensors: indexing or iterating it gives a TENSOR
@@ -35,41 +36,8 @@ BOOL_OPS = {
     "greater_equal", "less_equal", "not_equal", "logical_and", "logical_or", "logical_not",
     "logical_xor", "any", "all", "isin", "isclose", "signbit", "isneginf", "isposinf",
 }
-NON_TENSOR_TORCH = {
-    "is_tensor", "is_storage", "device", "dtype", "Size", "get_default_dtype", "set_default_dtype",
-    "manual_seed", "numel", "is_grad_enabled", "no_grad", "enable_grad", "inference_mode",
-    "set_grad_enabled", "compile", "finfo", "iinfo", "typename", "is_floating_point", "is_complex",
-    "result_type", "promote_types", "can_cast", "get_num_threads", "set_num_threads", "Generator",
-    "Stream", "Event", "broadcast_shapes", "equal", "allclose", "use_deterministic_algorithms",
-    "set_printoptions", "get_device", "is_nonzero", "cond",
-}
-NON_TENSOR_TORCH_PREFIXES = (
-    "torch.cuda.", "torch.backends.", "torch.distributed.", "torch.jit.", "torch.compiler.",
-    "torch._dynamo.", "torch.library.", "torch.utils.", "torch.autograd.", "torch.testing.",
-    "torch.fx.", "torch.profiler.", "torch.nn.Module", "torch.multiprocessing.", "torch.export.",
-)
-FACTORIES = {
-    "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "rand", "randn", "randint",
-    "randperm", "tensor", "as_tensor", "empty_strided", "eye", "from_numpy", "asarray",
-}
 DEVICE_EXPRESSIONS = (cst.SimpleString, cst.FormattedString, cst.Call, cst.Subscript)
-LOCK_TYPES = {
-    "threading.Lock", "threading.RLock", "threading.Condition", "threading.Semaphore",
-    "threading.BoundedSemaphore", "multiprocessing.Lock", "multiprocessing.RLock",
-}
 PYTHON_SCALAR_BUILTINS = {"len", "int", "float", "bool", "str", "round", "abs", "min", "max", "sum", "range", "isinstance", "hash", "id"}
-
-
-def is_tensor_callee(name: str) -> bool:
-    """A module-level `X = torch.something(...)` makes X a tensor global."""
-    short = name.rsplit(".", 1)[-1]
-    return (
-        name.startswith("torch.")
-        and not name.startswith(NON_TENSOR_TORCH_PREFIXES)
-        and not (name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."))
-        and short not in NON_TENSOR_TORCH
-        and short[:1].islower()
-    )
 
 
 def dotted(node: cst.CSTNode) -> str | None:

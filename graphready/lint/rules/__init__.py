@@ -15,7 +15,3 @@ ALL_RULES = (
     HotJit, HotLock, CompilerOpaque,
     CaptureTemp, CaptureBranch,
 )
-# Codes produced by the engine itself rather than by a rule class.
-UNUSED_SUPPRESSION = "GR000"
-PARSE_ERROR = "GR001"
-CUDA_LAUNCH = "GR404"

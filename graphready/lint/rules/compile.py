@@ -6,7 +6,8 @@ import libcst as cst
 
 from graphready.lint.context import RuleContext
 from graphready.lint.rules.base import Rule
-from graphready.lint.tensors import LOCK_TYPES, self_attr
+from graphready.lint.tensors import self_attr
+from graphready.lint.torchnames import LOCK_TYPES
 
 JIT_CALLS = {
     "torch.utils.cpp_extension.load": "`cpp_extension.load`",

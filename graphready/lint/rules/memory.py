@@ -6,9 +6,8 @@ import libcst as cst
 
 from graphready.lint.context import RuleContext
 from graphready.lint.rules.base import Rule
-from graphready.lint.tensors import (
-    FACTORIES, PAGEABLE, PYTHON_SCALAR_BUILTINS, SCALAR, device_kind, keyword, positional, self_attr,
-)
+from graphready.lint.tensors import PAGEABLE, PYTHON_SCALAR_BUILTINS, SCALAR, device_kind, keyword, positional, self_attr
+from graphready.lint.torchnames import FACTORIES
 
 ALLOCATING_FACTORIES = FACTORIES - {"from_numpy", "asarray"}
 NEW_METHODS = {"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "new_empty_strided"}

@@ -1,0 +1,40 @@
+"""What torch (and friends) names mean, shared by the ast index and the libcst rules.
+
+Plain data and string tests only: importing this never imports libcst or torch.
+"""
+
+from __future__ import annotations
+
+NON_TENSOR_TORCH = {
+    "is_tensor", "is_storage", "device", "dtype", "Size", "get_default_dtype", "set_default_dtype",
+    "manual_seed", "numel", "is_grad_enabled", "no_grad", "enable_grad", "inference_mode",
+    "set_grad_enabled", "compile", "finfo", "iinfo", "typename", "is_floating_point", "is_complex",
+    "result_type", "promote_types", "can_cast", "get_num_threads", "set_num_threads", "Generator",
+    "Stream", "Event", "broadcast_shapes", "equal", "allclose", "use_deterministic_algorithms",
+    "set_printoptions", "get_device", "is_nonzero", "cond",
+}
+NON_TENSOR_TORCH_PREFIXES = (
+    "torch.cuda.", "torch.backends.", "torch.distributed.", "torch.jit.", "torch.compiler.",
+    "torch._dynamo.", "torch.library.", "torch.utils.", "torch.autograd.", "torch.testing.",
+    "torch.fx.", "torch.profiler.", "torch.nn.Module", "torch.multiprocessing.", "torch.export.",
+)
+FACTORIES = {
+    "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "rand", "randn", "randint",
+    "randperm", "tensor", "as_tensor", "empty_strided", "eye", "from_numpy", "asarray",
+}
+LOCK_TYPES = {
+    "threading.Lock", "threading.RLock", "threading.Condition", "threading.Semaphore",
+    "threading.BoundedSemaphore", "multiprocessing.Lock", "multiprocessing.RLock",
+}
+
+
+def is_tensor_callee(name: str) -> bool:
+    """A module-level `X = torch.something(...)` makes X a tensor global."""
+    short = name.rsplit(".", 1)[-1]
+    return (
+        name.startswith("torch.")
+        and not name.startswith(NON_TENSOR_TORCH_PREFIXES)
+        and not (name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."))
+        and short not in NON_TENSOR_TORCH
+        and short[:1].islower()
+    )
