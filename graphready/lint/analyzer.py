@@ -217,16 +217,17 @@ def _run_rules(root: cst.FunctionDef, ctx: RuleContext) -> None:
             handler(node, ctx)
 
     def enter(node: cst.CSTNode) -> bool:
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not root:
+        kind = type(node)
+        if (kind is cst.FunctionDef or kind is cst.ClassDef) and node is not root:
             return False
-        if isinstance(node, cst.With):
+        if kind is cst.With:
             ctx.with_stack.append([ctx.qualname(i.item.func) or "" for i in node.items if isinstance(i.item, cst.Call)])
         dispatch(visitors, node)
         return True
 
     def leave(node: cst.CSTNode) -> None:
         dispatch(leavers, node)
-        if isinstance(node, cst.With):
+        if type(node) is cst.With:
             ctx.with_stack.pop()
 
     walk(root, enter, leave)

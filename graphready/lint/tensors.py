@@ -98,10 +98,16 @@ class TensorEnv:
         self.locals: dict[str, str] = {}
         self.host: dict[str, str] = {}
         self.device_names: dict[str, str] = {}  # local names bound to a device expression
+        self._kinds: dict[cst.CSTNode, str | None] = {}  # memo, valid once learning is done
+        self._qualnames: dict[cst.CSTNode, str | None] = {}
+        self._learned = False
 
     def qualname(self, node: cst.CSTNode) -> str | None:
+        if node in self._qualnames:
+            return self._qualnames[node]
         name = dotted(node)
-        return self.facts.names.resolve_dotted(name) if name else None
+        resolved = self._qualnames[node] = self.facts.names.resolve_dotted(name) if name else None
+        return resolved
 
     # -- learning -----------------------------------------------------------------------
     def learn_function(self, func: cst.FunctionDef, scan: FunctionScan | None = None) -> None:
@@ -121,6 +127,7 @@ class TensorEnv:
                     self.locals[target.value] = TENSOR
             if before == (self.locals, self.host):
                 break
+        self._learned = True
 
     def annotation_kind(self, annotation: cst.BaseExpression) -> str | None:
         text = cst.Module([]).code_for_node(annotation)
@@ -160,6 +167,13 @@ class TensorEnv:
         return self.kind(node) in (TENSOR, BOOL)
 
     def kind(self, node: cst.CSTNode) -> str | None:
+        if not self._learned:
+            return self._kind(node)
+        if node not in self._kinds:
+            self._kinds[node] = self._kind(node)
+        return self._kinds[node]
+
+    def _kind(self, node: cst.CSTNode) -> str | None:
         if isinstance(node, cst.Name):
             if node.value in self.locals:
                 return self.locals[node.value]
