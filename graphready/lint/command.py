@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -31,15 +32,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on", choices=[s.label for s in Severity], help="lowest severity that fails")
     parser.add_argument("--statistics", action="store_true", help="show counts per rule")
     parser.add_argument("--show-chain", action="store_true", help="show the call chain that makes each finding hot")
-    parser.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="parallel processes")
+    parser.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
+                        help="parallel processes (default: one per CPU, up to 8)")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphready_cache")
     parser.add_argument("--config", type=Path, metavar="FILE", help="pyproject.toml to read instead of searching")
 
 
 def run(args: argparse.Namespace) -> int:
     paths = args.paths or [Path(".")]
-    if args.jobs < 1:
-        raise UsageError("-j/--jobs must be at least 1")
+    if args.jobs < 0:
+        raise UsageError("-j/--jobs must be 0 (one per CPU) or more")
+    jobs = args.jobs or min(os.cpu_count() or 1, 8)
     config = load_config(paths[0], args.config)
     if args.baseline is not None:
         config.baseline = args.baseline
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if args.fail_on:
         config.fail_on = Severity.parse(args.fail_on)
     selection = Selection(_codes(args.select) or config.select, config.ignore + _codes(args.ignore))
-    result = lint(config, paths, selection, jobs=args.jobs, use_cache=not args.no_cache)
+    result = lint(config, paths, selection, jobs=jobs, use_cache=not args.no_cache)
     if args.write_baseline is not None:
         write_baseline(args.write_baseline, result.findings)
         print(f"graphready: recorded {len(result.findings)} findings in {args.write_baseline}", file=sys.stderr)

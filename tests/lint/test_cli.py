@@ -30,7 +30,7 @@ def test_exit_codes(project, capsys):
     assert main(["lint", str(project / "clean.py"), "--no-cache"]) == 0  # only the given file is reported
     assert main(["lint", str(project / "missing"), "--no-cache"]) == 2
     assert main(["lint", str(project), "--format", "xml"]) == 2
-    assert main(["lint", str(project), "-j", "0"]) == 2
+    assert main(["lint", str(project), "-j", "-1"]) == 2
     assert "no such file or directory" in capsys.readouterr().err
 
 
