@@ -137,6 +137,9 @@ class OpTracer(TorchDispatchMode):
         leaves = tree_leaves((args, kwargs))
         inputs = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
         self._check_device_and_stream(op, inputs, loc)
+        target = kwargs.get("device")  # a copy to another GPU fails inside capture before it has outputs
+        if isinstance(target, torch.device) and target.type == "cuda" and target.index not in (None, self.device.index):
+            self._issue(loc, "device", f"{op} copies to {target} while the unit runs on {self.device}")
         tokens, reads = self._tokens(leaves)
         on_gpu = self.device.type == "cuda"
         if on_gpu:  # the op's own peak, temporaries and workspaces included
