@@ -11,6 +11,7 @@ from pathlib import Path
 
 from graphready.errors import UsageError
 from graphready.findings import Finding
+from graphready.output.document import Document
 
 FORMATS = ("text", "json", "sarif", "github", "junit")
 
@@ -39,14 +40,4 @@ def render(
     if fmt not in _MODULES:
         raise UsageError(f"unknown output format {fmt!r} (expected one of: {', '.join(FORMATS)})")
     module = importlib.import_module(_MODULES[fmt])
-    options = {"color": color} if fmt == "text" else {}  # only the terminal format has colour
-    return module.render(
-        findings,
-        summary,
-        tool=tool,
-        units=units,
-        root=root,
-        show_chain=show_chain,
-        statistics=statistics,
-        **options,
-    )
+    return module.render(Document(findings, summary, tool, units, root, show_chain, statistics, color))

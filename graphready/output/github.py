@@ -6,25 +6,16 @@ comes last, as notices.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from graphready.findings import Finding, Severity
+from graphready.output.document import Document
 
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
 
-def render(
-    findings: list[Finding],
-    summary: dict,
-    *,
-    tool: str,
-    units: list[dict] | None = None,
-    root: Path | None = None,
-    show_chain: bool = False,
-    statistics: bool = False,
-) -> str:
-    ordered = sorted(findings, key=lambda f: (f.baselined, -f.severity, f.sort_key()))
-    return "".join(annotation(f, show_chain) + "\n" for f in ordered)
+def render(doc: Document) -> str:
+    ordered = sorted(doc.findings, key=lambda f: (f.baselined, -f.severity, f.sort_key()))
+    return "".join(annotation(f, doc.show_chain) + "\n" for f in ordered)
 
 
 def annotation(finding: Finding, show_chain: bool = False) -> str:

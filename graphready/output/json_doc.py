@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from graphready.findings import Finding, report_to_json
+from graphready.findings import report_to_json
+from graphready.output.document import Document
 
 
-def render(
-    findings: list[Finding],
-    summary: dict,
-    *,
-    tool: str,
-    units: list[dict] | None = None,
-    root: Path | None = None,
-    show_chain: bool = False,
-    statistics: bool = False,
-) -> str:
-    doc = report_to_json(findings, summary, units=units, tool=tool)
-    return json.dumps(doc, indent=2, sort_keys=False) + "\n"
+def render(doc: Document) -> str:
+    data = report_to_json(doc.findings, doc.summary, units=doc.units, tool=doc.tool)
+    return json.dumps(data, indent=2, sort_keys=False) + "\n"

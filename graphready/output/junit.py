@@ -8,29 +8,20 @@ with the exit code; the rest are listed in the case's `<system-out>`.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 from graphready.findings import Finding, Severity
+from graphready.output.document import Document
 
 NO_UNIT = "(outside any unit)"
 
 
-def render(
-    findings: list[Finding],
-    summary: dict,
-    *,
-    tool: str,
-    units: list[dict] | None = None,
-    root: Path | None = None,
-    show_chain: bool = False,
-    statistics: bool = False,
-) -> str:
-    fail_on = Severity.parse(summary.get("fail_on", "error"))
-    suite_name = f"graphready.{tool}"
-    if units is not None:
-        cases = _unit_cases(findings, units, suite_name, fail_on)
+def render(doc: Document) -> str:
+    fail_on = Severity.parse(doc.summary.get("fail_on", "error"))
+    suite_name = f"graphready.{doc.tool}"
+    if doc.units is not None:
+        cases = _unit_cases(doc.findings, doc.units, suite_name, fail_on)
     else:
-        cases = _file_cases(findings, suite_name, fail_on)
+        cases = _file_cases(doc.findings, suite_name, fail_on)
     suites = ET.Element("testsuites", name="graphready")
     suite = ET.SubElement(suites, "testsuite", name=suite_name)
     suite.extend(cases)

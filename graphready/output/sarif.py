@@ -13,6 +13,7 @@ from pathlib import Path
 from graphready import __version__
 from graphready.catalog import RuleDoc, load_catalog
 from graphready.findings import Finding, Severity
+from graphready.output.document import Document
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 SRCROOT = "%SRCROOT%"
@@ -20,17 +21,8 @@ FINGERPRINT_KEY = "graphready/v1"
 LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
-def render(
-    findings: list[Finding],
-    summary: dict,
-    *,
-    tool: str,
-    units: list[dict] | None = None,
-    root: Path | None = None,
-    show_chain: bool = False,
-    statistics: bool = False,
-) -> str:
-    return json.dumps(sarif_document(findings, tool=tool, root=root), indent=2) + "\n"
+def render(doc: Document) -> str:
+    return json.dumps(sarif_document(doc.findings, tool=doc.tool, root=doc.root), indent=2) + "\n"
 
 
 def sarif_document(findings: list[Finding], *, tool: str, root: Path | None = None) -> dict:

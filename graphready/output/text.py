@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import io
 import shutil
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from graphready.findings import Finding, Severity
+from graphready.output.document import Document
 from graphready.output.source import SourceCache
 from graphready.output.units import UNIT_COLUMNS, unit_cells
 
@@ -18,33 +18,23 @@ SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severi
 TAB_SIZE = 8
 
 
-def render(
-    findings: list[Finding],
-    summary: dict,
-    *,
-    tool: str,
-    units: list[dict] | None = None,
-    root: Path | None = None,
-    show_chain: bool = False,
-    statistics: bool = False,
-    color: bool = False,
-) -> str:
+def render(doc: Document) -> str:
     buffer = io.StringIO()
     console = Console(
         file=buffer,
-        force_terminal=color,
-        no_color=not color,
+        force_terminal=doc.color,
+        no_color=not doc.color,
         width=shutil.get_terminal_size((120, 24)).columns,
         highlight=False,
     )
-    sources = SourceCache(root)
-    for finding in sorted(findings, key=Finding.sort_key):
-        _print_finding(console, finding, sources, show_chain)
-    if units:
-        console.print(_units_table(units))
-    if statistics and findings:
-        console.print(_statistics_table(findings))
-    console.print(summary_line(summary, tool), soft_wrap=True)
+    sources = SourceCache(doc.root)
+    for finding in sorted(doc.findings, key=Finding.sort_key):
+        _print_finding(console, finding, sources, doc.show_chain)
+    if doc.units:
+        console.print(_units_table(doc.units))
+    if doc.statistics and doc.findings:
+        console.print(_statistics_table(doc.findings))
+    console.print(summary_line(doc.summary, doc.tool), soft_wrap=True)
     return buffer.getvalue()
 
 
