@@ -15,13 +15,20 @@ from graphready import __version__
 CACHE_DIR = ".graphready_cache"
 
 
+def _code_stamp() -> str:
+    """Changes whenever the linter's own code does, so a cache never outlives the code that wrote it."""
+    package = Path(__file__).resolve().parent
+    stats = sorted((str(p.relative_to(package)), p.stat().st_size, p.stat().st_mtime_ns) for p in package.rglob("*.py"))
+    return hashlib.blake2b(repr((__version__, stats)).encode(), digest_size=8).hexdigest()
+
+
 def digest(data: bytes, salt: str) -> str:
     return hashlib.blake2b(data + salt.encode(), digest_size=16).hexdigest()
 
 
 class LintCache:
     def __init__(self, root: Path, enabled: bool):
-        self.path = root / CACHE_DIR / f"lint-{__version__}.pickle"
+        self.path = root / CACHE_DIR / f"lint-{_code_stamp()}.pickle"
         self.enabled = enabled
         self.entries: dict[str, dict] = {}
         self.dirty = False
@@ -46,6 +53,8 @@ class LintCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             (self.path.parent / ".gitignore").write_text("*\n")
+            for stale in self.path.parent.glob("lint-*.pickle"):
+                stale.unlink()
             temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
             with temporary.open("wb") as handle:
                 pickle.dump(self.entries, handle, protocol=pickle.HIGHEST_PROTOCOL)
