@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from graphready.catalog import load_catalog
@@ -219,8 +220,6 @@ class LintRun:
     def _enabled(self, rule: str, path: str) -> bool:
         if not self.selection.enabled(rule):
             return False
-        from fnmatch import fnmatchcase
-
         for pattern, codes in self.config.per_file_ignores.items():
             if fnmatchcase(path, pattern) and any(rule.startswith(c) for c in codes):
                 return False
