@@ -70,7 +70,7 @@ class FileAnalyzer:
         self.class_facts: dict[str, tuple[FileFacts, dict[str, TensorEnv]]] = {}
 
     def run(self) -> list[Candidate]:
-        frozen_globals = self._frozen_globals()
+        self.module_facts.frozen_globals = self._frozen_globals()
         for info, hot in self.job.targets:
             parsed = self._parse(info)
             if parsed is None:
@@ -79,7 +79,6 @@ class FileAnalyzer:
             if info.class_qualname is not None and info.class_qualname in self.job.classes:
                 facts, envs = self._class_facts(info.class_qualname)
                 env = envs.get(info.qualname)
-            facts.frozen_globals = frozen_globals
             if env is None:
                 env = TensorEnv(facts)
                 env.learn_function(parsed.function)
@@ -111,17 +110,13 @@ class FileAnalyzer:
         return parsed
 
     def _hot_line(self, info: FunctionInfo, line: int) -> bool:
-        return info.key in self.job.hot_keys and not any(s <= line <= e for s, e in info.excluded)
+        return info.key in self.job.hot_keys and not info.excludes(line)
 
     def _class_facts(self, class_qualname: str) -> tuple[FileFacts, dict[str, TensorEnv]]:
         """Facts about `self.*` from the class's methods that set attributes, and their tensor envs."""
         if class_qualname in self.class_facts:
             return self.class_facts[class_qualname]
-        facts = FileFacts(self.names)
-        base = self.module_facts
-        facts.tensor_globals, facts.tensor_functions = base.tensor_globals, base.tensor_functions
-        facts.lock_names, facts.compiled_names = set(base.lock_names), set(base.compiled_names)
-        facts.graph_names, facts.autograd_functions = set(base.graph_names), base.autograd_functions
+        facts = self.module_facts.for_class()
         class_info = self.job.classes[class_qualname]
         facts.tensor_attrs |= {attr for attr, kind in class_info.attr_types.items() if kind.endswith("Tensor")}
         facts.tensor_attrs |= class_info.tensor_attrs

@@ -25,6 +25,15 @@ class FileFacts(Facts):
         self.frozen_globals: dict[str, int] = {}
         self.autograd_functions: set[str] = set()  # dotted names of autograd.Function classes
 
+    def for_class(self) -> "FileFacts":
+        """A copy for one class: module facts shared, class attributes still to be learned."""
+        facts = FileFacts(self.names)
+        facts.tensor_globals, facts.tensor_functions = self.tensor_globals, self.tensor_functions
+        facts.autograd_functions, facts.frozen_globals = self.autograd_functions, self.frozen_globals
+        facts.lock_names, facts.compiled_names = set(self.lock_names), set(self.compiled_names)
+        facts.graph_names = set(self.graph_names)
+        return facts
+
     def record_holder(self, name: str, callee: str) -> None:
         """Remember that global/attribute `name` holds what `callee(...)` returns, if it matters."""
         if callee in LOCK_TYPES:
@@ -61,13 +70,8 @@ class RuleContext:
     def qualname(self, node: cst.CSTNode) -> str | None:
         return self.env.qualname(node)
 
-    def _in(self, line: int, ranges: list[tuple[int, int]]) -> bool:
-        return any(start <= line <= end for start, end in ranges)
-
     def is_hot_line(self, line: int) -> bool:
-        if self._in(line, self.function.excluded):
-            return False
-        return self.hot or self._in(line, self.function.capture_bodies)
+        return not self.function.excludes(line) and (self.hot or self.function.captures(line))
 
     def in_with(self, *names: str) -> bool:
         return any(name in names for frame in self.with_stack for name in frame)

@@ -57,6 +57,14 @@ class FunctionInfo:
     mentions_graph: bool = False
     declares_global: bool = False
 
+    def excludes(self, line: int) -> bool:
+        """The line is in a debug guard, a non-capturing branch or memoized init: not hot."""
+        return any(start <= line <= end for start, end in self.excluded)
+
+    def captures(self, line: int) -> bool:
+        """The line is inside a `with torch.cuda.graph(...)` body of this function."""
+        return any(start <= line <= end for start, end in self.capture_bodies)
+
 
 @dataclass
 class ClassInfo:
@@ -107,9 +115,6 @@ class _FunctionScanner:
             if isinstance(node, ast.Call):
                 self._record_call(node)
 
-    def _in(self, line: int, ranges: list[tuple[int, int]]) -> bool:
-        return any(start <= line <= end for start, end in ranges)
-
     def _learn_types(self, node: ast.AST) -> None:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             kind = self._value_type(node.value)
@@ -138,9 +143,9 @@ class _FunctionScanner:
 
     def _record_call(self, call: ast.Call) -> None:
         line = call.lineno
-        if self._in(line, self.info.excluded):
+        if self.info.excludes(line):
             return
-        capture = self._in(line, self.info.capture_bodies)
+        capture = self.info.captures(line)
         site = self._site_for(call.func, capture, line)
         if site:
             self.info.calls.append(site)
