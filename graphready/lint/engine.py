@@ -53,12 +53,12 @@ class _Source:
     requested: bool
 
 
-def _read(path: Path, rel: str, salt: str, requested: bool) -> _Source | Finding:
+def _read(path: Path, rel: str, salt: str, requested: bool) -> _Source | Candidate:
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Finding(rel, 1, 0, PARSE_ERROR, "", Severity.ERROR, f"file is not valid UTF-8: {exc.reason}")
+        return Candidate(PARSE_ERROR, 1, 0, 1, 0, f"file is not valid UTF-8: {exc.reason}", "")
     return _Source(path, rel, text, digest(data, salt), requested)
 
 
@@ -100,13 +100,13 @@ class LintRun:
     def run(self, paths: list[Path]) -> LintResult:
         files, requested = discover(self.config, paths)
         sources: list[_Source] = []
-        findings: list[Finding] = []
+        unreadable: dict[str, list[Candidate]] = {}
         for path in files:
             rel = relative(path, self.config.root)
             read = _read(path, rel, self.salt, path in requested)
-            if isinstance(read, Finding):
+            if isinstance(read, Candidate):
                 if path in requested:
-                    findings.append(read)
+                    unreadable[rel] = [read]
             else:
                 sources.append(read)
         python = [s for s in sources if s.rel.endswith(".py")]
@@ -114,6 +114,7 @@ class LintRun:
         project = Project({index.module: index for index in indexes.values()})
         hot = find_hot(project, self.config.hot_paths)
         candidates = self._analyze([s for s in python if s.requested], indexes, project, hot)
+        candidates.update(unreadable)
         for source in sources:
             if source.requested and source.rel.endswith(CUDA_SUFFIXES):
                 candidates[source.rel] = scan_cuda(source.text)
@@ -124,7 +125,7 @@ class LintRun:
                 candidates.setdefault(source.rel, []).append(
                     Candidate(PARSE_ERROR, line, column, line, column, f"cannot parse: {message}", ""))
         self.cache.save()
-        findings += [self._finding(rel, c, hot) for rel, hits in candidates.items() for c in hits]
+        findings = [self._finding(rel, c, hot) for rel, hits in candidates.items() for c in hits]
         findings = [f for f in findings if self._enabled(f.rule, f.path)]
         texts = {s.rel: s.text for s in sources if s.requested}
         findings, suppressed = self._suppress(findings, texts)

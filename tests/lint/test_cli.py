@@ -110,3 +110,10 @@ def test_generated_rule_docs_are_up_to_date():
     assert result.returncode == 0, "docs/rules.md is stale: run python scripts/gen_rule_docs.py"
     docs = (REPO / "docs" / "rules.md").read_text()
     assert all(code in docs for code in load_catalog())
+
+
+def test_a_file_that_is_not_utf8_is_a_parse_error_finding(project, capsys):
+    (project / "latin1.py").write_bytes(b'name = "\xff"\n')
+    assert main(["lint", str(project), "--no-cache", "--format", "json"]) == 1
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["path"], f["rule"], f["name"]) for f in findings] == [("latin1.py", "GR001", "parse-error")]
