@@ -56,9 +56,12 @@ class RuleDoc:
     bad: tuple[Example, ...]
     good: tuple[Example, ...]
     see_also: tuple[str, ...] = ()
+    opt_in: bool = False  # runs only when `select` names the code itself (or ALL)
 
     def markdown(self) -> str:
         parts = [f"# {self.code} {self.name} [{self.severity.label}]", "", self.summary, ""]
+        if self.opt_in:
+            parts += [f"Off by default: enable it with `select = [\"{self.code}\"]` or `--select {self.code}`.", ""]
         parts += ["## What it does", "", self.what.strip(), "", "## Why is this bad?", "", self.why.strip(), ""]
         for heading, examples in (("Example", self.bad), ("Use instead", self.good)):
             if not examples:
@@ -118,6 +121,7 @@ def parse_rule(path: Path) -> RuleDoc:
             bad=_examples(data.get("bad", []), code, "bad"),
             good=_examples(data.get("good", []), code, "good"),
             see_also=tuple(data.get("see_also", [])),
+            opt_in=bool(data.get("opt_in", False)),
         )
     except KeyError as exc:
         raise CatalogError(f"{path.name}: missing field {exc.args[0]!r}") from None

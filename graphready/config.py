@@ -1,4 +1,8 @@
-"""`[tool.graphready]` in pyproject.toml: found upward from the first path, like ruff."""
+"""`[tool.graphready]` in pyproject.toml: found upward from the first path, like ruff.
+
+A `profile` (built-in TOML under `graphready/profiles/`) supplies an engine's roots, exclusions
+and eager-only predicates; the project's own lists are added to the profile's.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +28,10 @@ class ConfigError(UsageError):
 class Config:
     root: Path
     hot_paths: list[str] = field(default_factory=list)
-    debug_guards: list[str] = field(default_factory=list)
+    exclude_roots: list[str] = field(default_factory=list)  # never roots, never entered by the walk
+    eager_if: list[str] = field(default_factory=list)  # names whose true branch is not captured
+    captured_if: list[str] = field(default_factory=list)  # names whose false branch is not captured
+    profile: str | None = None
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     severity: dict[str, Severity] = field(default_factory=dict)
@@ -37,7 +44,7 @@ class Config:
 
     def fingerprint(self) -> str:
         """The settings that change what the per-file analysis produces (part of cache keys)."""
-        return repr((sorted(self.debug_guards),))
+        return repr((sorted(self.eager_if), sorted(self.captured_if)))
 
 
 def _str_list(key: str, value: object) -> list[str]:
@@ -65,13 +72,58 @@ def _check_hot_path(pattern: str) -> str:
     return pattern
 
 
+def _check_exclude_root(pattern: str) -> str:
+    module, sep, qualname = pattern.partition(":")
+    if not module or (sep and not qualname):
+        raise ConfigError(
+            f"[tool.graphready] exclude-roots entry {pattern!r} must look like 'module-glob' or"
+            " 'module-glob:qualname-glob' (e.g. '*:*Vision*')"
+        )
+    return pattern
+
+
+def _check_guard(key: str, name: str) -> str:
+    if not name.isidentifier():
+        raise ConfigError(f"[tool.graphready] {key} entry {name!r} must be a bare name (a call, attribute or"
+                          " variable name such as 'is_extend' or 'VERBOSE')")
+    return name
+
+
+KNOWN_KEYS = ["profile", "hot-paths", "exclude-roots", "eager-if", "captured-if", "debug-guards", "select",
+              "ignore", "severity", "exclude", "per-file-ignores", "baseline", "fail-on", "check-targets"]
+LIST_KEYS = {"hot-paths": "hot_paths", "exclude-roots": "exclude_roots", "eager-if": "eager_if",
+             "debug-guards": "eager_if", "captured-if": "captured_if"}
+
+
+def _apply_profile(config: Config, name: object) -> None:
+    from graphready.profiles import load_profile
+
+    if not isinstance(name, str):
+        raise ConfigError(f"[tool.graphready] profile must be a string, got {name!r}")
+    profile = load_profile(name)
+    config.profile = name
+    config.hot_paths = [_check_hot_path(p) for p in profile.get("hot-paths", [])]
+    config.exclude_roots = [_check_exclude_root(p) for p in profile.get("exclude-roots", [])]
+    config.eager_if = list(profile.get("eager-if", []))
+    config.captured_if = list(profile.get("captured-if", []))
+
+
 def parse_table(table: dict, root: Path, source: Path | None) -> Config:
     config = Config(root=root, source=source)
+    if "profile" in table:
+        _apply_profile(config, table["profile"])
     for key, value in table.items():
-        if key == "hot-paths":
-            config.hot_paths = [_check_hot_path(p) for p in _str_list(key, value)]
-        elif key == "debug-guards":
-            config.debug_guards = _str_list(key, value)
+        if key == "profile":
+            continue
+        if key in LIST_KEYS:
+            entries = _str_list(key, value)
+            if key == "hot-paths":
+                entries = [_check_hot_path(p) for p in entries]
+            elif key == "exclude-roots":
+                entries = [_check_exclude_root(p) for p in entries]
+            else:
+                entries = [_check_guard(key, name) for name in entries]
+            getattr(config, LIST_KEYS[key]).extend(entries)
         elif key in ("select", "ignore"):
             setattr(config, key, _str_list(key, value))
         elif key == "severity":
@@ -93,9 +145,7 @@ def parse_table(table: dict, root: Path, source: Path | None) -> Config:
         elif key == "check-targets":
             config.check_targets = _str_list(key, value)
         else:
-            known = ["hot-paths", "debug-guards", "select", "ignore", "severity", "exclude",
-                     "per-file-ignores", "baseline", "fail-on", "check-targets"]
-            hint = difflib.get_close_matches(key, known, n=1)
+            hint = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise ConfigError(f"unknown key {key!r} in [tool.graphready]{suggestion}")
     return config

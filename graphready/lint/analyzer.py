@@ -7,6 +7,7 @@ column 0; lines are shifted back by the statement's first line).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -35,16 +36,26 @@ class FileJob:
     hot_keys: set[str] = field(default_factory=set)
     tensor_functions: set[str] = field(default_factory=set)
     autograd_functions: set[str] = field(default_factory=set)
+    class_fields: dict[str, dict[str, str]] = field(default_factory=dict)
+    unwarmed: set[str] = field(default_factory=set)  # hot through a capture with no warm-up call
+    warmed: set[str] = field(default_factory=set)  # hot through a capture after a warm-up call
+
+
+MULTI_DEVICE = re.compile(r"set_device\(|torch\.cuda\.device\(|[\"']cuda:\d|f[\"']cuda:\{|device_count\(\)"
+                          r"|for \w+ in [\w.]*devices\b")
 
 
 def _module_facts(job: FileJob, names: ImportMap) -> FileFacts:
     facts = FileFacts(names)
+    facts.multi_device = bool(MULTI_DEVICE.search(job.source))
     for name, callee in job.global_calls.items():
         if is_tensor_callee(callee):
             facts.tensor_globals.add(name)
         facts.record_holder(name, callee)
     facts.tensor_functions = job.tensor_functions
     facts.autograd_functions = job.autograd_functions
+    facts.class_fields = job.class_fields
+    facts.unwarmed, facts.warmed = job.unwarmed, job.warmed
     return facts
 
 

@@ -20,3 +20,4 @@ class Candidate:
     end_column: int
     message: str
     function: str  # key of the function it is in
+    severity: str | None = None  # set when a rule reports a milder case than its catalog default

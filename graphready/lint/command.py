@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", type=Path, metavar="FILE", help="findings recorded here do not fail the run")
     parser.add_argument("--write-baseline", type=Path, metavar="FILE", help="record the current findings and exit 0")
     parser.add_argument("--fail-on", choices=[s.label for s in Severity], help="lowest severity that fails")
-    parser.add_argument("--statistics", action="store_true", help="show counts per rule")
+    parser.add_argument("--statistics", action="store_true", help="show counts per rule and how many functions were hot, and why")
     parser.add_argument("--show-chain", action="store_true", help="show the call chain that makes each finding hot")
     parser.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
                         help="parallel processes (default: one per CPU, up to 8)")
@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"graphready: recorded {len(result.findings)} findings in {args.write_baseline}", file=sys.stderr)
         return 0
     summary = summarize(result.findings, config.fail_on)
-    summary.update(files=result.files, lines=result.lines, hot_functions=result.hot_functions)
+    summary.update(files=result.files, lines=result.lines, hot_functions=result.hot_functions,
+                   scope=result.scope, profile=config.profile)
     summary["suppressed"] = [
         {"path": f.path, "line": f.line, "rule": f.rule, "reason": f.suppression_reason or ""} for f in result.suppressed
     ]

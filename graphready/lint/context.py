@@ -21,6 +21,10 @@ class FileFacts(Facts):
         self.lock_names: set[str] = set()  # globals / self attrs holding a threading lock
         self.compiled_names: set[str] = set()  # globals / self attrs holding a cute.compile() result
         self.graph_names: set[str] = set()  # globals / self attrs holding a CUDAGraph
+        self.lazy_compiled: set[str] = set()  # self attrs holding a torch.compile() result
+        self.multi_device = False  # the file handles several devices (set_device, cuda:N, device loops)
+        self.unwarmed: set[str] = set()  # hot functions first reached from a capture with no warm-up call
+        self.warmed: set[str] = set()  # ... and from a capture after a warm-up call
         self.frozen_attrs: dict[str, int] = {}  # self attr -> line where hot code mutates it
         self.frozen_globals: dict[str, int] = {}
         self.autograd_functions: set[str] = set()  # dotted names of autograd.Function classes
@@ -29,9 +33,13 @@ class FileFacts(Facts):
         """A copy for one class: module facts shared, class attributes still to be learned."""
         facts = FileFacts(self.names)
         facts.tensor_globals, facts.tensor_functions = self.tensor_globals, self.tensor_functions
+        facts.class_fields = self.class_fields
         facts.autograd_functions, facts.frozen_globals = self.autograd_functions, self.frozen_globals
         facts.lock_names, facts.compiled_names = set(self.lock_names), set(self.compiled_names)
         facts.graph_names = set(self.graph_names)
+        facts.lazy_compiled = set(self.lazy_compiled)
+        facts.unwarmed, facts.warmed = self.unwarmed, self.warmed
+        facts.multi_device = self.multi_device
         return facts
 
     def record_holder(self, name: str, callee: str) -> None:
@@ -42,6 +50,8 @@ class FileFacts(Facts):
             self.compiled_names.add(name)
         elif callee == "torch.cuda.CUDAGraph":
             self.graph_names.add(name)
+        elif callee == "torch.compile":
+            self.lazy_compiled.add(name)
 
 
 @dataclass
@@ -53,6 +63,7 @@ class Pending:
     node: cst.CSTNode
     message: str
     context: "RuleContext"
+    severity: str | None = None
 
 
 class RuleContext:
@@ -76,19 +87,20 @@ class RuleContext:
     def in_with(self, *names: str) -> bool:
         return any(name in names for frame in self.with_stack for name in frame)
 
-    def report(self, node: cst.CSTNode, message: str, rule: str | None = None) -> None:
+    def report(self, node: cst.CSTNode, message: str, rule: str | None = None, severity: str | None = None) -> None:
+        """Report `node`; `severity` only for a case milder than the rule's catalog default."""
         rule = rule or self._current_rule
         if (rule, id(node)) in self._reported:
             return
         self._reported.add((rule, id(node)))
-        self.pending.append(Pending(rule, self._current_scope, node, message, self))
+        self.pending.append(Pending(rule, self._current_scope, node, message, self, severity))
 
     def candidate(self, hit: Pending, span: Span, line_offset: int) -> Candidate | None:
         line = span.line + line_offset
         if hit.scope == "hot" and not self.is_hot_line(line):
             return None
         return Candidate(hit.rule, line, span.column, span.end_line + line_offset, span.end_column,
-                         hit.message, self.function.key)
+                         hit.message, self.function.key, hit.severity)
 
     def activate(self, rule_code: str, scope: str) -> None:
         self._current_rule = rule_code

@@ -18,6 +18,7 @@ from graphready.lint.cuda import CUDA_SUFFIXES, scan_cuda
 from graphready.lint.files import discover, module_name, relative
 from graphready.lint.hotpath import HotSet, Project, find_hot
 from graphready.lint.index import ModuleIndex, index_module
+from graphready.lint.regions import Guards
 from graphready.lint.candidate import PARSE_ERROR, UNUSED_SUPPRESSION
 from graphready.lint.suppressions import parse_suppressions
 
@@ -30,8 +31,12 @@ class Selection:
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
 
-    def enabled(self, code: str) -> bool:
-        chosen = not self.select or "ALL" in self.select or any(code.startswith(p) for p in self.select)
+    def enabled(self, code: str, opt_in: bool = False) -> bool:
+        """Prefixes choose codes; an opt-in code must be named in full (or by ALL)."""
+        if opt_in:
+            chosen = "ALL" in self.select or code in self.select
+        else:
+            chosen = not self.select or "ALL" in self.select or any(code.startswith(p) for p in self.select)
         return chosen and not any(code.startswith(p) for p in self.ignore)
 
 
@@ -42,6 +47,7 @@ class LintResult:
     files: int
     lines: int
     hot_functions: int
+    scope: dict = field(default_factory=dict)  # HotSet.scope(): how many functions are hot and why
 
 
 @dataclass
@@ -62,7 +68,7 @@ def _read(path: Path, rel: str, salt: str, requested: bool) -> _Source | Candida
     return _Source(path, rel, text, digest(data, salt), requested)
 
 
-def _index_job(args: tuple[str, str, str, list[str], bool]) -> ModuleIndex:
+def _index_job(args: tuple[str, str, str, Guards, bool]) -> ModuleIndex:
     module, rel, text, guards, is_package = args
     return index_module(module, rel, text, guards, is_package)
 
@@ -86,6 +92,39 @@ def _autograd_functions(project: Project) -> set[str]:
                     found.add(dotted)
                     changed = True
     return found
+
+
+def _one_per_line(hits: list[Candidate]) -> list[Candidate]:
+    """A rule reports a line once: the first hit by column (a line is what a person fixes)."""
+    first: dict[tuple[str, int], Candidate] = {}
+    for hit in sorted(hits, key=lambda h: (h.line, h.column)):
+        first.setdefault((hit.rule, hit.line), hit)
+    return list(first.values())
+
+
+def _class_fields(project: Project) -> dict[str, dict[str, str]]:
+    """Annotated class fields (`seq_lens: torch.Tensor` in a metadata dataclass) for every class,
+    bases first, so `meta.seq_lens` has a kind wherever `meta: AttnMetadata` is a parameter."""
+    fields: dict[str, dict[str, str]] = {}
+
+    def of(dotted: str, depth: int = 0) -> dict[str, str]:
+        if dotted in fields:
+            return fields[dotted]
+        found = project.class_named(dotted)
+        if not found or depth > 8:
+            return {}
+        fields[dotted] = {}  # a cycle through bases ends here
+        merged: dict[str, str] = {}
+        for base in found[0].bases:
+            merged.update(of(base, depth + 1))
+        merged.update(found[0].field_kinds)
+        fields[dotted] = merged
+        return merged
+
+    for index in project.modules.values():
+        for info in index.classes.values():
+            of(f"{index.module}.{info.qualname}")
+    return {name: kinds for name, kinds in fields.items() if kinds}
 
 
 class LintRun:
@@ -112,7 +151,7 @@ class LintRun:
         python = [s for s in sources if s.rel.endswith(".py")]
         indexes = self._index(python)
         project = Project({index.module: index for index in indexes.values()})
-        hot = find_hot(project, self.config.hot_paths)
+        hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots)
         candidates = self._analyze([s for s in python if s.requested], indexes, project, hot)
         candidates.update(unreadable)
         for source in sources:
@@ -125,7 +164,7 @@ class LintRun:
                 candidates.setdefault(source.rel, []).append(
                     Candidate(PARSE_ERROR, line, column, line, column, f"cannot parse: {message}", ""))
         self.cache.save()
-        findings = [self._finding(rel, c, hot) for rel, hits in candidates.items() for c in hits]
+        findings = [self._finding(rel, c, hot) for rel, hits in candidates.items() for c in _one_per_line(hits)]
         findings = [f for f in findings if self._enabled(f.rule, f.path)]
         texts = {s.rel: s.text for s in sources if s.requested}
         findings, suppressed = self._suppress(findings, texts)
@@ -143,6 +182,7 @@ class LintRun:
             files=len(requested_sources),
             lines=sum(s.text.count("\n") for s in requested_sources),
             hot_functions=len(hot.chains),
+            scope=hot.scope(),
         )
 
     # -- phase 1 ---------------------------------------------------------------------------
@@ -156,9 +196,10 @@ class LintRun:
             else:
                 missing.append(source)
         jobs = []
+        guards = Guards.of(self.config.eager_if, self.config.captured_if)
         for source in missing:
             module, is_package = module_name(source.rel)
-            jobs.append((module, source.rel, source.text, self.config.debug_guards, is_package))
+            jobs.append((module, source.rel, source.text, guards, is_package))
         for source, index in zip(missing, _map(_index_job, jobs, self.jobs)):
             indexes[source.rel] = index
             self.cache.put(source.rel, {"digest": source.digest, "index": index, "analysis": {}})
@@ -171,7 +212,9 @@ class LintRun:
             for index in indexes.values() for info in index.functions.values() if info.returns_tensor
         }
         autograd = _autograd_functions(project)
-        project_salt = hashlib.blake2b(repr((sorted(tensor_functions), sorted(autograd))).encode(), digest_size=8).hexdigest()
+        class_fields = _class_fields(project)
+        project_salt = hashlib.blake2b(repr((sorted(tensor_functions), sorted(autograd), sorted(
+            (name, sorted(fields.items())) for name, fields in class_fields.items()))).encode(), digest_size=8).hexdigest()
         results: dict[str, list[Candidate]] = {}
         pending: list[tuple[_Source, str, FileJob]] = []
         for source in sources:
@@ -184,7 +227,8 @@ class LintRun:
             if not targets:
                 continue
             hot_keys = {info.key for info, is_hot in targets if is_hot}
-            key = repr((sorted((i.key, h) for i, h in targets), project_salt))
+            warm_up = (hot_keys & hot.unwarmed, hot_keys & hot.warmed)
+            key = repr((sorted((i.key, h) for i, h in targets), [sorted(w) for w in warm_up], project_salt))
             entry = self.cache.get(source.rel, source.digest)
             if entry is not None and key in entry["analysis"]:
                 results[source.rel] = entry["analysis"][key]
@@ -192,7 +236,7 @@ class LintRun:
             from graphready.lint.analyzer import FileJob
 
             job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls, index.classes,
-                          targets, index.functions, hot_keys, tensor_functions, autograd)
+                          targets, index.functions, hot_keys, tensor_functions, autograd, class_fields, *warm_up)
             pending.append((source, key, job))
         if not pending:
             return results
@@ -214,12 +258,14 @@ class LintRun:
             chain = [f"{hit.function} [capture site]"]
         return Finding(
             path=rel, line=hit.line, column=hit.column, end_line=hit.end_line, end_column=hit.end_column,
-            rule=hit.rule, name=doc.name if doc else hit.rule, severity=doc.severity if doc else Severity.ERROR,
+            rule=hit.rule, name=doc.name if doc else hit.rule,
+            severity=Severity.parse(hit.severity) if hit.severity else doc.severity if doc else Severity.ERROR,
             message=hit.message, hot_chain=list(chain or []),
         )
 
     def _enabled(self, rule: str, path: str) -> bool:
-        if not self.selection.enabled(rule):
+        doc = self.catalog.get(rule)
+        if not self.selection.enabled(rule, opt_in=bool(doc and doc.opt_in)):
             return False
         for pattern, codes in self.config.per_file_ignores.items():
             if fnmatchcase(path, pattern) and any(rule.startswith(c) for c in codes):

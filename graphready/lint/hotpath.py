@@ -18,9 +18,19 @@ MAX_ALIAS_DEPTH = 8
 @dataclass
 class HotSet:
     chains: dict[str, list[str]] = field(default_factory=dict)  # function key -> root..function
+    roots: dict[str, int] = field(default_factory=dict)  # why functions are roots -> how many
+    excluded: set[str] = field(default_factory=set)  # matched by exclude-roots and left cold
+    unwarmed: set[str] = field(default_factory=set)  # first reached from a capture with no warm-up call
+    warmed: set[str] = field(default_factory=set)  # first reached from a capture after a warm-up call
 
     def __contains__(self, key: str) -> bool:
         return key in self.chains
+
+    def scope(self) -> dict:
+        """How many functions are hot and why, for `--statistics` and the JSON summary."""
+        rooted = sum(self.roots.values())
+        return {"hot_functions": len(self.chains), "roots": dict(sorted(self.roots.items())),
+                "reached_by_calls": len(self.chains) - rooted, "excluded_by_exclude_roots": len(self.excluded)}
 
 
 class Project:
@@ -137,34 +147,74 @@ class Project:
 
 
 def _matches(pattern: str, key: str) -> bool:
-    module_glob, _, qual_glob = pattern.partition(":")
+    """'module-glob:qualname-glob' against a function key; a pattern without ':' names modules.
+
+    A qualname glob also matches the methods of a matching class (`*Vision*` covers
+    `Qwen2VisionBlock.forward`), so exclusions can name classes."""
+    module_glob, sep, qual_glob = pattern.partition(":")
     module, _, qualname = key.partition(":")
-    return fnmatchcase(module, module_glob) and fnmatchcase(qualname, qual_glob)
+    if not fnmatchcase(module, module_glob):
+        return False
+    return not sep or fnmatchcase(qualname, qual_glob)
 
 
-def find_hot(project: Project, patterns: list[str]) -> HotSet:
+def _excluded(patterns: list[str], key: str) -> bool:
+    if not patterns:
+        return False
+    module, _, qualname = key.partition(":")
+    owners = qualname.split(".")
+    candidates = [f"{module}:{'.'.join(owners[:i])}" for i in range(1, len(owners) + 1)]
+    return any(_matches(p, c) for p in patterns for c in candidates)
+
+
+def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = None) -> HotSet:
+    """Roots (config patterns, markers, capture bodies), then everything they call.
+
+    Functions matching `exclude` are neither roots nor entered by the walk, unless a capture body
+    calls them directly (then they are captured whatever the configuration says)."""
     hot = HotSet()
     queue: deque[str] = deque()
+    exclude = exclude or []
 
-    def add(key: str, chain: list[str]) -> None:
+    def add(key: str, chain: list[str], why: str | None = None) -> None:
         if key not in hot.chains:
             hot.chains[key] = chain
             queue.append(key)
+            if why:
+                hot.roots[why] = hot.roots.get(why, 0) + 1
+
+    def cold(key: str) -> bool:
+        if _excluded(exclude, key):
+            hot.excluded.add(key)
+            return True
+        return False
 
     for key, info in sorted(project.functions.items()):
-        if info.marked_hot or any(_matches(p, key) for p in patterns):
-            add(key, [key])
+        if info.marked_hot and not cold(key):
+            add(key, [key], "marked in code")
+            continue
+        pattern = next((p for p in patterns if _matches(p, key)), None)
+        if pattern and not cold(key):
+            add(key, [key], f"hot-paths {pattern}")
+    unwarmed_roots: set[str] = set()
+    warmed_roots: set[str] = set()
     for key, info in sorted(project.functions.items()):
-        for site in info.calls:
-            if site.capture:
-                target = project.resolve_call(info, site)
-                if target:
-                    add(target, [f"{key} [graph capture]", target])
+        captured = [(site, project.resolve_call(info, site)) for site in info.calls if site.capture]
+        warmed = {project.resolve_call(info, site) for site in info.calls if not site.capture} if captured else set()
+        for site, target in captured:
+            if target:
+                add(target, [f"{key} [graph capture]", target], "graph capture bodies")
+                if hot.chains[target][0] == f"{key} [graph capture]":
+                    (warmed_roots if target in warmed else unwarmed_roots).add(target)
     while queue:
         key = queue.popleft()
         caller = project.functions[key]
         for site in caller.calls:
             target = project.resolve_call(caller, site)
-            if target and target not in hot.chains and not project.functions[target].memoized:
+            if target and target not in hot.chains and not project.functions[target].memoized and not cold(target):
                 add(target, [*hot.chains[key], target])
+    from_capture = {key: chain[1] for key, chain in hot.chains.items()
+                    if len(chain) > 1 and chain[0].endswith("[graph capture]")}
+    hot.unwarmed = {key for key, root in from_capture.items() if root in unwarmed_roots}
+    hot.warmed = {key for key, root in from_capture.items() if root in warmed_roots}
     return hot

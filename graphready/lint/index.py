@@ -12,9 +12,9 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from graphready.lint.regions import capture_bodies, excluded_ranges
+from graphready.lint.regions import Guards, capture_bodies, excluded_ranges
 from graphready.lint.resolve import ImportMap
-from graphready.lint.torchnames import FACTORIES
+from graphready.lint.torchnames import FACTORIES, TENSOR, annotation_kind
 
 HOT_COMMENT = re.compile(r"#\s*graphready:\s*hot\b")
 HOT_DECORATORS = {"graphready.hot_path", "graphready.markers.hot_path"}
@@ -77,6 +77,7 @@ class ClassInfo:
     tensor_attrs: set[str] = field(default_factory=set)  # register_buffer / register_parameter names
     attr_calls: dict[str, list[str]] = field(default_factory=dict)  # self.x = f(...) or [f(...) ...] -> f
     host_attrs: dict[str, str] = field(default_factory=dict)  # self.x = a CPU tensor: "pinned" / "pageable"
+    field_kinds: dict[str, str] = field(default_factory=dict)  # `name: torch.Tensor` in the class body -> kind
 
 
 @dataclass
@@ -243,7 +244,7 @@ def _walk_body(statements: list[ast.stmt]):
 
 
 class _ModuleIndexer:
-    def __init__(self, module: str, path: str, is_package: bool, source: str, guards: list[str]):
+    def __init__(self, module: str, path: str, is_package: bool, source: str, guards: Guards):
         self.index = ModuleIndex(module=module, path=path)
         self.lines = source.splitlines()
         self.guards = guards
@@ -288,6 +289,9 @@ class _ModuleIndexer:
                 annotated = self.names.resolve(stmt.annotation)
                 if annotated:
                     info.attr_types.setdefault(stmt.target.id, annotated)
+                kind = annotation_kind(ast.unparse(stmt.annotation))
+                if kind:
+                    info.field_kinds[stmt.target.id] = kind
         self._definitions(node.body, f"{qualname}.", info)
 
     def _function(self, node, prefix: str, class_info: ClassInfo | None) -> None:
@@ -307,7 +311,7 @@ class _ModuleIndexer:
             marked_hot=bool(HOT_DECORATORS.intersection(decorators) or HOT_COMMENT.search(def_line)
                             or any(d.endswith(".hot_path") and d.startswith("graphready") for d in decorators)),
             memoized=bool(MEMO_DECORATORS.intersection(decorators)),
-            returns_tensor=node.returns is not None and "Tensor" in ast.unparse(node.returns),
+            returns_tensor=node.returns is not None and annotation_kind(ast.unparse(node.returns)) == TENSOR,
             excluded=excluded_ranges(node, self.guards, self.names, global_names),
             capture_bodies=capture_bodies(body_nodes, self.names),
             declares_global=bool(global_names),
@@ -405,7 +409,7 @@ def _first_line(stmt: ast.stmt) -> int:
     return min([stmt.lineno, *(d.lineno for d in decorators)]) if decorators else stmt.lineno
 
 
-def index_module(module: str, path: str, source: str, guards: list[str], is_package: bool = False) -> ModuleIndex:
+def index_module(module: str, path: str, source: str, guards: Guards, is_package: bool = False) -> ModuleIndex:
     try:
         tree = ast.parse(source, filename=path)
     except SyntaxError as exc:

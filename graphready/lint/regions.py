@@ -1,7 +1,8 @@
 """Line ranges inside a function that are not hot, and the bodies of graph captures.
 
-Not hot: the body of a configured debug guard (`if VERBOSE:`), the non-capturing branch of
-`torch.cuda.is_current_stream_capturing()`, and memoized one-time initialisation (an
+Not hot: the eager-only branch of a configured predicate (`eager-if`: `if VERBOSE:`,
+`if forward_mode.is_extend():`; `captured-if`: the `else` of `if forward_mode.is_decode():`), the
+non-capturing branch of `torch.cuda.is_current_stream_capturing()`, and memoized one-time initialisation (an
 `if X is None:` / `if k not in cache:` / `if not self._ready:` block that stores its result in a
 global, an attribute or a dict). Calls there do not make their callees hot and no rule fires there.
 """
@@ -9,6 +10,7 @@ global, an attribute or a dict). Calls there do not make their callees hot and n
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 from graphready.lint.resolve import ImportMap
 
@@ -22,20 +24,50 @@ def _block_range(statements: list[ast.stmt]) -> tuple[int, int] | None:
     return statements[0].lineno, max(s.end_lineno or s.lineno for s in statements)
 
 
-def _is_guard(test: ast.AST, guards: set[str]) -> bool:
+@dataclass(frozen=True)
+class Guards:
+    """Eager-only predicates: names whose true (`eager_if`) or false (`captured_if`) branch never
+    runs inside a graph. A name matches a variable, an attribute or a call: `VERBOSE`,
+    `envs.DEBUG`, `forward_batch.forward_mode.is_extend()`."""
+
+    eager_if: frozenset[str] = frozenset()
+    captured_if: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, eager_if, captured_if) -> "Guards":
+        return cls(frozenset(eager_if), frozenset(captured_if))
+
+
+def _named(test: ast.AST, names: frozenset[str]) -> bool:
+    if isinstance(test, ast.Call):
+        test = test.func
     if isinstance(test, ast.Name):
-        return test.id in guards
+        return test.id in names
     if isinstance(test, ast.Attribute):
-        return test.attr in guards
-    if isinstance(test, ast.Compare):
-        return _is_guard(test.left, guards)
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return any(_is_guard(v, guards) for v in test.values)
+        return test.attr in names
     return False
 
 
-def _is_capturing_call(test: ast.AST, names: ImportMap) -> bool:
-    return isinstance(test, ast.Call) and names.resolve(test.func) == CAPTURING
+def _eager_when_true(test: ast.AST, guards: Guards, names: ImportMap) -> bool:
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _eager_when_false(test.operand, guards, names)
+    if isinstance(test, ast.BoolOp):
+        parts = [_eager_when_true(v, guards, names) for v in test.values]
+        return any(parts) if isinstance(test.op, ast.And) else all(parts)
+    if isinstance(test, ast.Compare):  # `if VERBOSE > 1:`, `if meta.num_prefills > 0:`
+        return _named(test.left, guards.eager_if)
+    return _named(test, guards.eager_if)
+
+
+def _eager_when_false(test: ast.AST, guards: Guards, names: ImportMap) -> bool:
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _eager_when_true(test.operand, guards, names)
+    if isinstance(test, ast.BoolOp):
+        parts = [_eager_when_false(v, guards, names) for v in test.values]
+        return any(parts) if isinstance(test.op, ast.Or) else all(parts)
+    if isinstance(test, ast.Call) and names.resolve(test.func) == CAPTURING:
+        return True
+    return _named(test, guards.captured_if)
 
 
 def _is_memo_test(test: ast.AST) -> bool:
@@ -70,9 +102,8 @@ def _stores_result(statements: list[ast.stmt], global_names: set[str]) -> bool:
     return False
 
 
-def excluded_ranges(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: list[str], names: ImportMap,
+def excluded_ranges(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guards, names: ImportMap,
                     global_names: set[str]):
-    guard_set = set(guards)
     ranges: list[tuple[int, int]] = []
 
     def visit(statements: list[ast.stmt]) -> None:
@@ -80,15 +111,12 @@ def excluded_ranges(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: list[s
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             if isinstance(stmt, ast.If):
-                test = stmt.test
-                negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
-                inner = test.operand if negated else test
                 cold: list[ast.stmt] | None = None
-                if _is_guard(inner, guard_set):
-                    cold = stmt.orelse if negated else stmt.body
-                elif _is_capturing_call(inner, names):
-                    cold = stmt.body if negated else stmt.orelse
-                elif _is_memo_test(test) and _stores_result(stmt.body, global_names):
+                if _eager_when_true(stmt.test, guards, names):
+                    cold = stmt.body
+                elif _eager_when_false(stmt.test, guards, names):
+                    cold = stmt.orelse
+                elif _is_memo_test(stmt.test) and _stores_result(stmt.body, global_names):
                     cold = stmt.body
                 block = _block_range(cold) if cold is not None else None
                 if block:

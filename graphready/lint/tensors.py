@@ -2,12 +2,14 @@
 
 Flow-insensitive and per function: a name is a tensor if any assignment makes it one. Kinds are
 TENSOR, BOOL (a boolean tensor, for mask indexing), SCALAR (plainly Python: shapes, lengths,
-dtypes, `x.numel()`) and None (unknown: never enough to fire a rule that needs a tensor).
-Host (CPU) tensors are tracked separately, for pageable host-to-device copies.
+dtypes, `x.numel()`), HOST (data on the host: numpy arrays, Python lists, CPU tensors, `*_cpu`
+mirrors; reading them never waits for the GPU) and None (unknown: never enough to fire a rule that
+needs a tensor). Whether a host tensor is pinned is tracked separately, for host-to-device copies.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -16,8 +18,7 @@ from graphready.lint.cstwalk import nodes
 from graphready.lint.resolve import ImportMap
 from graphready.lint.torchnames import FACTORIES, NON_TENSOR_TORCH, NON_TENSOR_TORCH_PREFIXES
 
-TENSOR, BOOL, SCALAR = "tensor", "bool", "scalar"
-TENSORS = "tensors"  # a list/tuple/dict of tensors: indexing or iterating it gives a TENSOR
+from graphready.lint.torchnames import BOOL, HOST, SCALAR, TENSOR, TENSORS, annotation_kind  # noqa: F401 (re-exported)
 PAGEABLE, PINNED = "pageable", "pinned"
 
 NON_TENSOR_METHODS = {
@@ -37,6 +38,15 @@ BOOL_OPS = {
     "logical_xor", "any", "all", "isin", "isclose", "signbit", "isneginf", "isposinf",
 }
 DEVICE_EXPRESSIONS = (cst.SimpleString, cst.FormattedString, cst.Call, cst.Subscript)
+# `seq_lens_cpu`, `cpu_positions`, `ids_np`, `lens_list`: the engines' names for host mirrors
+HOST_NAME = re.compile(r"(?:^|_)(?:cpu|np|numpy|host|list|lst)$|^(?:cpu|np|host)_|_cpu_")
+HOST_MODULES = ("numpy.", "np.")
+HOST_RESULT_METHODS = {"numpy", "tolist", "cpu", "pin_memory"}
+# torch functions that return a tuple whose every element is a tensor
+TENSOR_TUPLE_OPS = {
+    "split", "chunk", "unbind", "tensor_split", "topk", "sort", "max", "min", "mode", "median", "kthvalue",
+    "std_mean", "var_mean", "aminmax", "broadcast_tensors", "meshgrid", "frexp", "unique", "cummax", "cummin",
+}
 PYTHON_SCALAR_BUILTINS = {"len", "int", "float", "bool", "str", "round", "abs", "min", "max", "sum", "range", "isinstance", "hash", "id"}
 
 
@@ -88,6 +98,7 @@ class Facts:
         self.host_attrs: dict[str, str] = {}
         self.tensor_globals: set[str] = set()
         self.tensor_functions: set[str] = set()  # dotted names of functions annotated -> Tensor
+        self.class_fields: dict[str, dict[str, str]] = {}  # dotted class -> field -> kind, from annotations
 
 
 class TensorEnv:
@@ -98,6 +109,7 @@ class TensorEnv:
         self.locals: dict[str, str] = {}
         self.host: dict[str, str] = {}
         self.device_names: dict[str, str] = {}  # local names bound to a device expression
+        self.classes: dict[str, str] = {}  # local names annotated with a project class (`meta: AttnMetadata`)
         self._kinds: dict[cst.CSTNode, str | None] = {}  # memo, valid once learning is done
         self._qualnames: dict[cst.CSTNode, str | None] = {}
         self._learned = False
@@ -116,6 +128,9 @@ class TensorEnv:
                 kind = self.annotation_kind(param.annotation.annotation)
                 if kind:
                     self.locals[param.name.value] = kind
+                owner = self._annotated_class(param.annotation.annotation)
+                if owner:
+                    self.classes[param.name.value] = owner
         scan = scan or scan_function(func)
         pairs, loops = scan.pairs, scan.loops
         for _ in range(3):  # a few passes settle chains like a = f(x); b = a + 1
@@ -130,13 +145,21 @@ class TensorEnv:
         self._learned = True
 
     def annotation_kind(self, annotation: cst.BaseExpression) -> str | None:
-        text = cst.Module([]).code_for_node(annotation)
-        if "Tensor" in text:
-            containers = ("list", "tuple", "dict", "sequence", "mapping", "iterable")
-            return TENSORS if any(c in text.lower() for c in containers) else TENSOR
-        if text in ("int", "float", "bool", "str"):
-            return SCALAR
-        return None
+        return annotation_kind(cst.Module([]).code_for_node(annotation))
+
+    def _annotated_class(self, annotation: cst.BaseExpression) -> str | None:
+        """`AttnMetadata`, `Optional[AttnMetadata]`, `"AttnMetadata"` -> the class's dotted name, if known."""
+        if isinstance(annotation, cst.Subscript) and annotation.slice:
+            head = dotted(annotation.value) or ""
+            if head.rsplit(".", 1)[-1] != "Optional":
+                return None
+            first = annotation.slice[0].slice
+            annotation = first.value if isinstance(first, cst.Index) else annotation
+        name = string_value(annotation) if isinstance(annotation, cst.SimpleString) else dotted(annotation)
+        if not name or not name.replace(".", "").isidentifier():
+            return None
+        resolved = self.facts.names.resolve_dotted(name)
+        return resolved if resolved in self.facts.class_fields else None
 
     def _learn(self, targets: list[cst.BaseExpression], value: cst.BaseExpression | None) -> None:
         if value is None:
@@ -147,8 +170,19 @@ class TensorEnv:
             names = [target]
             if isinstance(target, (cst.Tuple, cst.List)):
                 names = [e.value for e in target.elements]
+                if kind in (TENSOR, BOOL) and not self._tensor_tuple(value):
+                    continue  # `y, ok = helper(x)`: the parts of an unknown tuple are unknown
             for name in names:
+                if isinstance(name, cst.StarredElement) and kind in (TENSOR, TENSORS):
+                    if isinstance(name.value, cst.Name):
+                        self.locals[name.value.value] = TENSORS
+                    continue
                 if not isinstance(name, cst.Name):
+                    continue
+                if host and len(names) == 1:
+                    self.host[name.value] = host
+                if kind == HOST:
+                    self.locals[name.value] = HOST
                     continue
                 if kind in (TENSOR, BOOL):
                     if self.locals.get(name.value) != BOOL:
@@ -162,9 +196,25 @@ class TensorEnv:
                     if device:
                         self.device_names[name.value] = device
 
+    def _tensor_tuple(self, value: cst.BaseExpression) -> bool:
+        """Unpacking this value gives tensors: a tuple op (`split`, `topk`, ...) or a literal tuple."""
+        if isinstance(value, (cst.Tuple, cst.List)):
+            return True
+        if not isinstance(value, cst.Call):
+            return False
+        func = value.func
+        if isinstance(func, cst.Attribute) and self.kind(func.value) in (TENSOR, BOOL):
+            return func.attr.value in TENSOR_TUPLE_OPS
+        name = self.qualname(func) or ""
+        return name.startswith("torch.") and name.rsplit(".", 1)[-1] in TENSOR_TUPLE_OPS
+
     # -- queries -----------------------------------------------------------------------
     def is_tensor(self, node: cst.CSTNode) -> bool:
         return self.kind(node) in (TENSOR, BOOL)
+
+    def on_host(self, node: cst.CSTNode) -> bool:
+        """Known to live on the host (Python value, numpy, CPU tensor): reading it never syncs."""
+        return self.kind(node) in (SCALAR, HOST) or self.host_status(node) is not None
 
     def kind(self, node: cst.CSTNode) -> str | None:
         if not self._learned:
@@ -175,6 +225,8 @@ class TensorEnv:
 
     def _kind(self, node: cst.CSTNode) -> str | None:
         if isinstance(node, cst.Name):
+            if node.value in self.host or HOST_NAME.search(node.value):
+                return HOST
             if node.value in self.locals:
                 return self.locals[node.value]
             if node.value in self.facts.tensor_globals:
@@ -188,12 +240,16 @@ class TensorEnv:
         if isinstance(node, cst.Attribute):
             attr = node.attr.value
             owner = self_attr(node)
+            if HOST_NAME.search(attr) or (owner is not None and owner in self.facts.host_attrs):
+                return HOST
             if owner is not None:
                 if owner in self.facts.bool_attrs:
                     return BOOL
                 return TENSOR if owner in self.facts.tensor_attrs else None
             if attr in METADATA_ATTRS:
                 return SCALAR
+            if isinstance(node.value, cst.Name) and node.value.value in self.classes:
+                return self.facts.class_fields[self.classes[node.value.value]].get(attr)
             base = self.kind(node.value)
             if base in (TENSOR, BOOL) and attr in TENSOR_ATTRS:
                 return TENSOR
@@ -211,7 +267,16 @@ class TensorEnv:
                 return TENSOR
             if left == SCALAR and right == SCALAR:
                 return SCALAR
+            if {left, right} <= {SCALAR, HOST}:
+                return HOST
             return None
+        if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+            kinds = {self.kind(e.value) for e in node.elements}
+            if kinds & {TENSOR, BOOL, TENSORS}:
+                return TENSORS
+            return HOST if kinds <= {SCALAR, HOST} else None
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+            return HOST if self.kind(getattr(node, "elt", getattr(node, "value", None))) in (SCALAR, HOST) else None
         if isinstance(node, cst.UnaryOperation):
             if isinstance(node.operator, cst.Not):
                 return SCALAR
@@ -230,7 +295,7 @@ class TensorEnv:
             base_kind = self.kind(base)
             if base_kind == TENSORS:
                 return TENSOR
-            return base_kind if base_kind in (TENSOR, BOOL) else None
+            return base_kind if base_kind in (TENSOR, BOOL, HOST) else None
         if isinstance(node, cst.IfExp):
             kinds = {self.kind(node.body), self.kind(node.orelse)}
             return TENSOR if kinds & {TENSOR, BOOL} else None
@@ -238,9 +303,15 @@ class TensorEnv:
 
     def _call_kind(self, call: cst.Call) -> str | None:
         func = call.func
+        if self.host_status(call) is not None:
+            return HOST
         if isinstance(func, cst.Attribute) and self_attr(func) is None:
             method = func.attr.value
             receiver = self.kind(func.value)
+            if method in HOST_RESULT_METHODS:
+                return HOST
+            if receiver == HOST and method not in ("cuda", "to"):
+                return HOST
             if receiver in (TENSOR, BOOL):
                 if method in NON_TENSOR_METHODS:
                     return SCALAR
@@ -255,6 +326,8 @@ class TensorEnv:
         short = name.rsplit(".", 1)[-1]
         if name in PYTHON_SCALAR_BUILTINS:
             return SCALAR
+        if name.startswith(HOST_MODULES) or name in ("list", "tuple", "dict", "set", "sorted"):
+            return HOST
         if name.startswith("torch."):
             if name.startswith(NON_TENSOR_TORCH_PREFIXES) or short in NON_TENSOR_TORCH:
                 return SCALAR if short in ("equal", "allclose", "is_tensor", "numel", "is_nonzero") else None
@@ -292,7 +365,9 @@ class TensorEnv:
             if method in ("view", "reshape", "flatten", "contiguous", "unsqueeze", "squeeze", "long", "int", "float"):
                 return self.host_status(func.value)
         name = self.qualname(func)
-        if name and name.startswith("torch.") and name.rsplit(".", 1)[-1] in FACTORIES:
+        if name in ("torch.from_numpy", "torch.frombuffer"):
+            return PAGEABLE
+        if name and name.startswith("torch.") and name.count(".") == 1 and name.rsplit(".", 1)[-1] in FACTORIES:
             device = keyword(node, "device")
             if device is not None and device_kind(device, self) != "cpu":
                 return None
@@ -402,3 +477,4 @@ def scan_function(func: cst.FunctionDef) -> FunctionScan:
                 named_writes.append((target.value, node))
     scan.global_writes = [(name, node) for name, node in named_writes if name in global_names]
     return scan
+

@@ -5,6 +5,10 @@ Plain data and string tests only: importing this never imports libcst or torch.
 
 from __future__ import annotations
 
+# Kinds of values, as the rules' type inference (lint/tensors.py) and the index use them.
+TENSOR, BOOL, SCALAR, HOST = "tensor", "bool", "scalar", "host"
+TENSORS = "tensors"  # a list/tuple/dict of tensors: indexing or iterating it gives a TENSOR
+
 NON_TENSOR_TORCH = {
     "is_tensor", "is_storage", "device", "dtype", "Size", "get_default_dtype", "set_default_dtype",
     "manual_seed", "numel", "is_grad_enabled", "no_grad", "enable_grad", "inference_mode",
@@ -38,3 +42,16 @@ def is_tensor_callee(name: str) -> bool:
         and short not in NON_TENSOR_TORCH
         and short[:1].islower()
     )
+
+
+def annotation_kind(text: str) -> str | None:
+    """The kind an annotation promises: `torch.Tensor`, `Optional[Tensor]`, `list[int]`, `np.ndarray`."""
+    lowered = text.lower()
+    containers = ("list", "tuple", "dict", "sequence", "mapping", "iterable")
+    if "Tensor" in text:
+        return TENSORS if any(c in lowered for c in containers) else TENSOR
+    if text in ("int", "float", "bool", "str") or text.startswith(("Optional[int", "Optional[float", "Optional[bool")):
+        return SCALAR
+    if "ndarray" in text or lowered.startswith(containers):
+        return HOST
+    return None

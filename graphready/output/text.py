@@ -34,6 +34,8 @@ def render(doc: Document) -> str:
         console.print(_units_table(doc.units))
     if doc.statistics and doc.findings:
         console.print(_statistics_table(doc.findings))
+    if doc.statistics and doc.summary.get("scope"):
+        console.print(_scope_table(doc.summary["scope"], doc.summary.get("profile")))
     console.print(summary_line(doc.summary, doc.tool), soft_wrap=True)
     return buffer.getvalue()
 
@@ -99,6 +101,20 @@ def _statistics_table(findings: list[Finding]) -> Table:
         table.add_column(column, justify="right" if column in ("count", "baselined") else "left")
     for rule, (name, severity, count, baselined) in sorted(counts.items(), key=lambda kv: (-kv[1][2], kv[0])):
         table.add_row(rule, name, Text(severity.label, style=SEVERITY_STYLE[severity]), str(count), str(baselined))
+    return table
+
+
+def _scope_table(scope: dict, profile: str | None) -> Table:
+    """What was linted: how many functions were hot and why."""
+    title = "Hot scope" + (f" (profile {profile})" if profile else "")
+    table = Table(title=title, title_justify="left")
+    table.add_column("why hot")
+    table.add_column("functions", justify="right")
+    for why, count in scope.get("roots", {}).items():
+        table.add_row(f"root: {why}", str(count))
+    table.add_row("reached by calls from a root", str(scope.get("reached_by_calls", 0)))
+    table.add_row("hot in all", str(scope.get("hot_functions", 0)), style="bold")
+    table.add_row("left cold by exclude-roots", str(scope.get("excluded_by_exclude_roots", 0)), style="dim")
     return table
 
 

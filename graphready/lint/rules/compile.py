@@ -18,14 +18,35 @@ JIT_CALLS = {
 
 
 class HotJit(Rule):
+    """Compiles run per step; a decorator compiles once and is cached, so it is not one.
+    A callable compiled at load time but first called in hot code compiles on that first call:
+    info, since an engine's warm-up usually makes that call before capture."""
+
     code = "GR501"
 
+    def __init__(self) -> None:
+        self.decorator_depth = 0
+
+    def visit_Decorator(self, node: cst.Decorator, ctx: RuleContext) -> None:
+        self.decorator_depth += 1
+
+    def leave_Decorator(self, node: cst.Decorator, ctx: RuleContext) -> None:
+        self.decorator_depth -= 1
+
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        if self.decorator_depth:
+            return
         name = ctx.qualname(node.func) or ""
         what = "`cute.compile`" if name.endswith("cute.compile") else JIT_CALLS.get(name)
         if what:
             ctx.report(node, f"{what} in the step compiles on every call (the log measured ~100 ms each, ~500 "
                              "per token); compile once at load time and cache the result")
+            return
+        attr = self_attr(node.func)
+        held = f"self.{attr}" if attr is not None else node.func.value if isinstance(node.func, cst.Name) else None
+        if held and (attr or held) in ctx.facts.lazy_compiled:
+            ctx.report(node, f"`{held}` is `torch.compile`d lazily: its first call compiles, and inside a "
+                             "capture that fails; call it once in warm-up before capturing", severity="info")
 
 
 class HotLock(Rule):
@@ -62,6 +83,8 @@ DISABLE_DECORATORS = {"torch.compiler.disable", "torch._dynamo.disable"}
 
 
 class CompilerOpaque(Rule):
+    """A torch.compile concern, not a CUDA-graph hazard: opt-in (`select = ["GR503"]`)."""
+
     code = "GR503"
 
     def visit_Decorator(self, node: cst.Decorator, ctx: RuleContext) -> None:

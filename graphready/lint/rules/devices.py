@@ -8,14 +8,14 @@ import libcst as cst
 
 from graphready.lint.context import RuleContext
 from graphready.lint.rules.base import Rule
-from graphready.lint.tensors import SCALAR, device_kind, dotted, keyword, positional, self_attr
+from graphready.lint.tensors import device_kind, dotted, keyword, positional, self_attr
 
 
 class CrossDevice(Rule):
     code = "GR401"
 
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
-        if not isinstance(node.func, cst.Attribute) or ctx.env.kind(node.func.value) == SCALAR:
+        if not isinstance(node.func, cst.Attribute) or ctx.env.on_host(node.func.value):
             return
         method = node.func.attr.value
         device = keyword(node, "device") or next(iter(positional(node)), None)
@@ -77,6 +77,8 @@ class ImplicitCaptureStream(Rule):
                                  "device; on any GPU but the default this replays stale or all-zero data; pass "
                                  "`stream=torch.cuda.Stream(device=...)` and replay on the same stream")
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "replay" and not node.args:
+            if not ctx.facts.multi_device:
+                return  # one device: replaying on the current stream is PyTorch's documented usage
             if _graph_like(node.func.value, ctx, self.local_graphs) and not ctx.in_with("torch.cuda.stream"):
                 ctx.report(node, "`replay()` outside `with torch.cuda.stream(s)` replays on the current stream, not "
                                  "the per-device stream the graph was captured on")

@@ -25,7 +25,7 @@ class HotAlloc(Rule):
         if name.startswith("torch.") and name.count(".") == 1 and (short in ALLOCATING_FACTORIES or short.endswith("_like")):
             ctx.report(node, f"`{name}` allocates every step; preallocate once and reuse it (`out=`, `copy_`, `fill_`, `zero_`)")
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value in NEW_METHODS:
-            if ctx.env.kind(node.func.value) != SCALAR:
+            if not ctx.env.on_host(node.func.value):
                 ctx.report(node, f"`.{node.func.attr.value}()` allocates every step; preallocate once and reuse it")
 
 

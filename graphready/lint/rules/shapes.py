@@ -27,7 +27,7 @@ class DynamicShape(Rule):
         op = None
         if name.startswith("torch.") and name.count(".") == 1:
             op = name.split(".")[1]
-        elif isinstance(node.func, cst.Attribute) and ctx.env.kind(node.func.value) != SCALAR:
+        elif isinstance(node.func, cst.Attribute) and not ctx.env.on_host(node.func.value):
             if ctx.qualname(node.func.value) != "torch":
                 op = node.func.attr.value
         if op in DYNAMIC_OPS:
@@ -47,16 +47,36 @@ class DynamicShape(Rule):
 
 
 class BoolMaskIndex(Rule):
+    """Reading `x[mask]` compacts (a `nonzero`); `x[mask] = scalar` is `masked_fill_` and is fine."""
+
     code = "GR202"
 
+    def __init__(self) -> None:
+        self.fills: set[int] = set()  # ids of `x[mask]` targets assigned a scalar
+
+    def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
+        if ctx.env.kind(node.value) == SCALAR or _is_scalar_value(node.value, ctx):
+            self.fills.update(id(t.target) for t in node.targets if isinstance(t.target, cst.Subscript))
+
     def visit_Subscript(self, node: cst.Subscript, ctx: RuleContext) -> None:
-        if ctx.env.kind(node.value) == SCALAR:
+        if ctx.env.on_host(node.value) or id(node) in self.fills:
             return
         for element in node.slice:
             if isinstance(element.slice, cst.Index) and ctx.env.kind(element.slice.value) == BOOL:
                 ctx.report(node, "indexing with a boolean mask produces a data-dependent shape (it calls `nonzero`); "
                                  "use `torch.where(mask, value, x)` or `masked_fill_`")
                 return
+
+
+def _is_scalar_value(value: cst.BaseExpression, ctx: RuleContext) -> bool:
+    """A Python number, or a 0-dim tensor spelled as one (`x.new_tensor(0.0)`, `float("-inf")`)."""
+    if isinstance(value, cst.UnaryOperation):
+        return _is_scalar_value(value.expression, ctx)
+    if isinstance(value, cst.Call):
+        name = ctx.qualname(value.func) or ""
+        if name in ("float", "int", "bool") or name.startswith("math."):
+            return True
+    return isinstance(value, cst.Attribute) and (ctx.qualname(value) or "").startswith("math.")
 
 
 class TensorSlice(Rule):

@@ -6,7 +6,7 @@ import libcst as cst
 
 from graphready.lint.context import RuleContext
 from graphready.lint.rules.base import Rule
-from graphready.lint.tensors import SCALAR, device_kind, positional, keyword
+from graphready.lint.tensors import device_kind, positional, keyword
 
 
 class HostSync(Rule):
@@ -19,7 +19,7 @@ class HostSync(Rule):
         if not isinstance(node.func, cst.Attribute):
             return
         method, receiver = node.func.attr.value, node.func.value
-        if ctx.env.kind(receiver) == SCALAR or ctx.env.host_status(receiver):
+        if ctx.env.on_host(receiver):
             return
         if method in ("item", "tolist", "numpy"):
             ctx.report(node, f"`.{method}()` copies a device value to the host and waits for the GPU")

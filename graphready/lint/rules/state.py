@@ -1,0 +1,121 @@
+"""GR305-GR307: persistent state a captured graph points at, replaced or moved by the step.
+
+A graph holds the addresses it saw at capture. Python-side rebinding (`self.cache = torch.cat(...)`)
+is invisible to a replay, so the graph keeps reading the old storage while eager code reads the
+new one; `resize_`/`set_`/`.data =` move or free the storage the graph still points to.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from graphready.lint.context import RuleContext
+from graphready.lint.rules.base import Rule
+from graphready.lint.tensors import positional, self_attr
+
+CONSTRUCTORS = ("__init__", "__post_init__", "__new__", "__setstate__")
+GROWING_METHODS = {"append", "extend", "insert", "appendleft", "add", "setdefault"}
+STORAGE_METHODS = {"resize_", "set_", "resize_as_"}
+
+
+def _in_constructor(ctx: RuleContext) -> bool:
+    return ctx.function.qualname.rsplit(".", 1)[-1] in CONSTRUCTORS
+
+
+def _params(node: cst.FunctionDef) -> set[str]:
+    params = node.params
+    return {p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
+
+
+def _persistent(node: cst.BaseExpression, ctx: RuleContext) -> str | None:
+    """`self.x` / `self.x[...]` / a module global that holds state: its display name."""
+    while isinstance(node, cst.Subscript):
+        node = node.value
+    attr = self_attr(node)
+    if attr is not None:
+        return f"self.{attr}"
+    if isinstance(node, cst.Name) and (node.value in ctx.facts.tensor_globals or node.value in ctx.facts.frozen_globals):
+        return node.value
+    return None
+
+
+class _FreshTensors(Rule):
+    """Shared: which values are tensors made by this call of the step (not its inputs or state)."""
+
+    def __init__(self) -> None:
+        self.params: set[str] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef, ctx: RuleContext) -> None:
+        if not self.params:
+            self.params = _params(node)
+
+    def fresh(self, value: cst.BaseExpression, ctx: RuleContext) -> bool:
+        if isinstance(value, cst.Name) and value.value in self.params:
+            return False
+        return self_attr(value) is None and ctx.env.is_tensor(value) and not ctx.env.on_host(value)
+
+
+class EscapingAlloc(_FreshTensors):
+    code = "GR305"
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in GROWING_METHODS) or _in_constructor(ctx):
+            return
+        holder = _persistent(func.value, ctx)
+        if holder and any(self.fresh(arg, ctx) for arg in positional(node)):
+            ctx.report(node, f"a tensor made in the step is kept in `{holder}`, which grows every step; inside a "
+                             "graph it is pool memory the next replay overwrites; write into a preallocated buffer")
+
+    def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
+        if _in_constructor(ctx) or not self.fresh(node.value, ctx):
+            return
+        for target in node.targets:
+            if isinstance(target.target, cst.Subscript) and not ctx.env.is_tensor(target.target.value):
+                holder = _persistent(target.target.value, ctx)
+                if holder:
+                    ctx.report(target.target, f"a tensor made in the step is stored in `{holder}[...]` past the "
+                                              "step; inside a graph it is pool memory the next replay overwrites; "
+                                              "copy into a buffer allocated at load time")
+
+
+class StateRebind(_FreshTensors):
+    code = "GR306"
+
+    def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
+        if _in_constructor(ctx) or not self.fresh(node.value, ctx):
+            return
+        for target in node.targets:
+            attr = self_attr(target.target)
+            if attr is not None:
+                ctx.report(target.target, f"`self.{attr}` is re-bound to a new tensor in the step; a captured graph "
+                                          "keeps reading the storage it saw at capture; update it in place "
+                                          f"(`self.{attr}.copy_(...)`, `add_`) or build it at load time")
+            elif isinstance(target.target, cst.Name) and target.target.value in ctx.facts.frozen_globals:
+                ctx.report(target.target, f"global `{target.target.value}` is re-bound to a new tensor in the step; "
+                                          "a captured graph keeps the old storage; update it in place")
+
+
+class StorageSwap(Rule):
+    code = "GR307"
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in STORAGE_METHODS:
+            return
+        receiver = func.value
+        storage = isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and \
+            receiver.func.attr.value in ("untyped_storage", "storage")
+        owner = _persistent(receiver.func.value if storage else receiver, ctx)
+        if owner:
+            ctx.report(node, f"`{func.attr.value}` on `{owner}` moves or frees storage that captured graphs still "
+                             "point to; size persistent buffers once at load time and slice them")
+
+    def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
+        for target in node.targets:
+            inner = target.target
+            if isinstance(inner, cst.Attribute) and inner.attr.value == "data":
+                owner = _persistent(inner.value, ctx)
+                if owner:
+                    ctx.report(inner, f"`{owner}.data = ...` swaps the storage behind a tensor that captured graphs "
+                                      "point to; `copy_` into it instead")
