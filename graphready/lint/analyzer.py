@@ -30,6 +30,7 @@ class FileJob:
     source: str
     imports: dict[str, str]
     global_calls: dict[str, str]
+    global_containers: set[str]
     classes: dict[str, ClassInfo]
     targets: list[tuple[FunctionInfo, bool]]  # (function, hot); not-hot ones hold capture sites
     functions: dict[str, FunctionInfo] = field(default_factory=dict)  # every function of the file
@@ -48,6 +49,7 @@ MULTI_DEVICE = re.compile(r"set_device\(|torch\.cuda\.device\(|[\"']cuda:\d|f[\"
 def _module_facts(job: FileJob, names: ImportMap) -> FileFacts:
     facts = FileFacts(names)
     facts.multi_device = bool(MULTI_DEVICE.search(job.source))
+    facts.containers = set(job.global_containers)
     for name, callee in job.global_calls.items():
         if is_tensor_callee(callee):
             facts.tensor_globals.add(name)
@@ -137,6 +139,7 @@ class FileAnalyzer:
                     facts.tensor_attrs.add(attr)
                 facts.record_holder(attr, callee)
         facts.host_attrs.update(class_info.host_attrs)
+        facts.containers |= class_info.container_attrs
         methods = []
         for name in class_info.methods:  # hot methods: full inference for what they assign
             info = self.job.functions.get(f"{class_qualname}.{name}")

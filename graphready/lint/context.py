@@ -23,6 +23,7 @@ class FileFacts(Facts):
         self.graph_names: set[str] = set()  # globals / self attrs holding a CUDAGraph
         self.lazy_compiled: set[str] = set()  # self attrs holding a torch.compile() result
         self.multi_device = False  # the file handles several devices (set_device, cuda:N, device loops)
+        self.containers: set[str] = set()  # globals / self attrs holding a list, dict, set or deque
         self.unwarmed: set[str] = set()  # hot functions first reached from a capture with no warm-up call
         self.warmed: set[str] = set()  # ... and from a capture after a warm-up call
         self.frozen_attrs: dict[str, int] = {}  # self attr -> line where hot code mutates it
@@ -38,6 +39,7 @@ class FileFacts(Facts):
         facts.lock_names, facts.compiled_names = set(self.lock_names), set(self.compiled_names)
         facts.graph_names = set(self.graph_names)
         facts.lazy_compiled = set(self.lazy_compiled)
+        facts.containers = set(self.containers)
         facts.unwarmed, facts.warmed = self.unwarmed, self.warmed
         facts.multi_device = self.multi_device
         return facts

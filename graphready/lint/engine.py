@@ -235,7 +235,8 @@ class LintRun:
                 continue
             from graphready.lint.analyzer import FileJob
 
-            job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls, index.classes,
+            job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
+                          index.global_containers, index.classes,
                           targets, index.functions, hot_keys, tensor_functions, autograd, class_fields, *warm_up)
             pending.append((source, key, job))
         if not pending:

@@ -78,6 +78,7 @@ class ClassInfo:
     attr_calls: dict[str, list[str]] = field(default_factory=dict)  # self.x = f(...) or [f(...) ...] -> f
     host_attrs: dict[str, str] = field(default_factory=dict)  # self.x = a CPU tensor: "pinned" / "pageable"
     field_kinds: dict[str, str] = field(default_factory=dict)  # `name: torch.Tensor` in the class body -> kind
+    container_attrs: set[str] = field(default_factory=set)  # self.x = [] / {} / deque(): grows if appended to
 
 
 @dataclass
@@ -88,6 +89,7 @@ class ModuleIndex:
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     global_calls: dict[str, str] = field(default_factory=dict)  # NAME = call(...) at module level
+    global_containers: set[str] = field(default_factory=set)  # NAME = [] / {} / deque() at module level
     parse_error: tuple[int, int, str] | None = None
 
 
@@ -254,6 +256,9 @@ class _ModuleIndexer:
         self.names.collect(tree)
         self.index.imports = self.names.aliases
         for stmt in tree.body:
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _is_container(stmt.value, self.names):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                self.index.global_containers |= {t.id for t in targets if isinstance(t, ast.Name)}
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 callee = self.names.resolve(stmt.value.func)
@@ -352,6 +357,8 @@ class _ModuleIndexer:
                 if not attr or node.value is None:
                     continue
                 self._record_attribute_calls(attr, node.value, info)
+                if _is_container(node.value, self.names):
+                    info.container_attrs.add(attr)
                 value = _unwrap_module_chain(node.value)
                 if isinstance(value, ast.Name) and params.get(value.id):
                     info.attr_types.setdefault(attr, params[value.id])
@@ -386,8 +393,9 @@ class _ModuleIndexer:
             ):
                 info.host_attrs[attr] = "pinned"
             elif callee and callee.startswith("torch.") and callee.rsplit(".", 1)[-1] in FACTORIES:
+                # only an explicit CPU device: engines build modules under a default-device context
                 device = keywords.get("device")
-                if device is None or (isinstance(device, ast.Constant) and str(device.value).startswith("cpu")):
+                if isinstance(device, ast.Constant) and str(device.value).startswith("cpu"):
                     info.host_attrs[attr] = "pageable"
 
     def _element_class(self, node: ast.AST) -> str | None:
@@ -398,6 +406,16 @@ class _ModuleIndexer:
             if callee and callee not in MODULE_CONTAINERS and _looks_like_class(callee):
                 return callee
         return None
+
+
+CONTAINER_CALLS = {"list", "dict", "set", "collections.deque", "collections.defaultdict", "collections.OrderedDict"}
+
+
+def _is_container(value: ast.AST | None, names: ImportMap) -> bool:
+    """An empty (or literal) list, dict or set, or a container constructor: state that can grow."""
+    if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp)):
+        return True
+    return isinstance(value, ast.Call) and names.resolve(value.func) in CONTAINER_CALLS
 
 
 def _decorator_callee(node: ast.AST) -> ast.AST:

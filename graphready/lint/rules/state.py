@@ -39,6 +39,16 @@ def _persistent(node: cst.BaseExpression, ctx: RuleContext) -> str | None:
     return None
 
 
+def _container(node: cst.BaseExpression, ctx: RuleContext) -> str | None:
+    """`self.x` / a global known to hold a list, dict, set or deque: its display name."""
+    attr = self_attr(node)
+    if attr is not None:
+        return f"self.{attr}" if attr in ctx.facts.containers else None
+    if isinstance(node, cst.Name) and node.value in ctx.facts.containers:
+        return node.value
+    return None
+
+
 class _FreshTensors(Rule):
     """Shared: which values are tensors made by this call of the step (not its inputs or state)."""
 
@@ -62,7 +72,7 @@ class EscapingAlloc(_FreshTensors):
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value in GROWING_METHODS) or _in_constructor(ctx):
             return
-        holder = _persistent(func.value, ctx)
+        holder = _container(func.value, ctx)
         if holder and any(self.fresh(arg, ctx) for arg in positional(node)):
             ctx.report(node, f"a tensor made in the step is kept in `{holder}`, which grows every step; inside a "
                              "graph it is pool memory the next replay overwrites; write into a preallocated buffer")
@@ -71,8 +81,8 @@ class EscapingAlloc(_FreshTensors):
         if _in_constructor(ctx) or not self.fresh(node.value, ctx):
             return
         for target in node.targets:
-            if isinstance(target.target, cst.Subscript) and not ctx.env.is_tensor(target.target.value):
-                holder = _persistent(target.target.value, ctx)
+            if isinstance(target.target, cst.Subscript):
+                holder = _container(target.target.value, ctx)
                 if holder:
                     ctx.report(target.target, f"a tensor made in the step is stored in `{holder}[...]` past the "
                                               "step; inside a graph it is pool memory the next replay overwrites; "
@@ -83,11 +93,15 @@ class StateRebind(_FreshTensors):
     code = "GR306"
 
     def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
-        if _in_constructor(ctx) or not self.fresh(node.value, ctx):
+        if _in_constructor(ctx):
+            return
+        fresh = self.fresh(node.value, ctx)
+        handed_in = isinstance(node.value, cst.Name) and node.value.value in self.params and ctx.env.is_tensor(node.value)
+        if not (fresh or handed_in):
             return
         for target in node.targets:
             attr = self_attr(target.target)
-            if attr is not None:
+            if attr is not None and (fresh or attr in ctx.facts.tensor_attrs):
                 ctx.report(target.target, f"`self.{attr}` is re-bound to a new tensor in the step; a captured graph "
                                           "keeps reading the storage it saw at capture; update it in place "
                                           f"(`self.{attr}.copy_(...)`, `add_`) or build it at load time")
