@@ -1,0 +1,206 @@
+"""How good is `graphready lint` on real inference engines? Counts, scope, time and precision.
+
+Downloads pinned SGLang and vLLM wheels once (`pip download --no-deps`, cached under
+~/.cache/graphready-bench/), unpacks the model, layer and runner code, lints each tree with its
+built-in profile (`profile = "sglang"` / `"vllm"`) and prints per-rule counts, how many functions
+were hot and why, and the time. Precision comes from `benchmarks/engine_labels.tsv`: findings an
+inference engineer read and labelled TRUE (a real CUDA-graph hazard on a captured path) or FALSE,
+with a one-line reason. Every TRUE label must still be reported (recall on labelled hazards).
+
+    python benchmarks/engine_lint.py                      # both engines, shipped profiles
+    python benchmarks/engine_lint.py --recipe forward     # the old `*:*.forward` recipe, for comparison
+    python benchmarks/engine_lint.py --sample 60 --sample-out /tmp/sample.tsv   # rows to label (seed 8)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+CACHE_DIR = Path.home() / ".cache" / "graphready-bench"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LABELS = Path(__file__).with_name("engine_labels.tsv")
+LABEL_COLUMNS = ["engine", "path", "line", "rule", "label", "reason", "code"]
+SEED = 8
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    pin: str  # the exact release linted: labels refer to its line numbers
+    prefixes: tuple[str, ...]
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.name}=={self.pin}"
+
+
+ENGINES = {
+    "sglang": Engine("sglang", "0.5.23", ("sglang/srt/models/", "sglang/srt/layers/", "sglang/srt/model_executor/")),
+    "vllm": Engine("vllm", "0.33.0", ("vllm/model_executor/models/", "vllm/model_executor/layers/",
+                                      "vllm/v1/worker/", "vllm/compilation/")),
+}
+RECIPES = {
+    "profile": lambda engine: f'profile = "{engine.name}"\n',
+    "forward": lambda engine: 'hot-paths = ["*:*.forward"]\n',
+}
+
+
+class BenchError(Exception):
+    """A download, unpack or lint step failed: message, exit 2."""
+
+
+def wheel(engine: Engine) -> Path:
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    found = sorted(CACHE_DIR.glob(f"{engine.name}-{engine.pin}-*.whl"))
+    if not found:
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", engine.requirement, "--no-deps",
+                               "-d", str(CACHE_DIR)], capture_output=True, text=True)
+        found = sorted(CACHE_DIR.glob(f"{engine.name}-{engine.pin}-*.whl"))
+        if proc.returncode != 0 or not found:
+            raise BenchError(f"could not download {engine.requirement}:\n{proc.stderr.strip()}")
+    return found[-1]
+
+
+def unpack(engine: Engine, recipe: str, root: Path) -> tuple[Path, int, int]:
+    """The engine's code under root/<engine>, with a pyproject for the recipe; (tree, files, lines)."""
+    tree = root / engine.name
+    files = lines = 0
+    with zipfile.ZipFile(wheel(engine)) as archive:
+        for name in archive.namelist():
+            if name.endswith(".py") and name.startswith(engine.prefixes):
+                data = archive.read(name)
+                target = tree / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                files += 1
+                lines += data.count(b"\n")
+    (tree / "pyproject.toml").write_text("[tool.graphready]\n" + RECIPES[recipe](engine), encoding="utf-8")
+    return tree, files, lines
+
+
+def lint(tree: Path, report: Path) -> tuple[dict, float]:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "graphready.cli", "lint", str(tree), "--no-cache", "--format",
+                           "json", "--output", str(report)], capture_output=True, text=True, cwd=REPO_ROOT)
+    seconds = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        raise BenchError(f"lint failed on {tree} (exit {proc.returncode}):\n{proc.stderr.strip()[-2000:]}")
+    return json.loads(report.read_text(encoding="utf-8")), seconds
+
+
+def key(engine: str, finding: dict) -> tuple[str, str, int, str]:
+    return engine, finding["path"], int(finding["line"]), finding["rule"]
+
+
+def load_labels(path: Path) -> dict[tuple[str, str, int, str], dict]:
+    if not path.is_file():
+        return {}
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    labels = {}
+    for row in rows:
+        if row.get("label") not in ("TRUE", "FALSE"):
+            raise BenchError(f"{path}: label must be TRUE or FALSE, got {row.get('label')!r} in {row}")
+        labels[(row["engine"], row["path"], int(row["line"]), row["rule"])] = row
+    return labels
+
+
+def gating(findings: list[dict]) -> list[dict]:
+    """Findings that fail a run at the default fail-on (warning and error): what users act on."""
+    return [f for f in findings if f["severity"] in ("error", "warning")]
+
+
+def print_run(engine: Engine, doc: dict, seconds: float, files: int, lines: int) -> None:
+    summary, findings = doc["summary"], doc["findings"]
+    scope = summary.get("scope", {})
+    print(f"\n== {engine.requirement}: {files} files, {lines:,} lines, lint {seconds:.1f} s "
+          f"({seconds / max(lines, 1) * 100_000:.1f} s per 100k lines)")
+    print(f"hot functions: {summary.get('hot_functions', 0)}  roots: {scope.get('roots', {})}  "
+          f"reached by calls: {scope.get('reached_by_calls', 0)}  left cold by exclude-roots: "
+          f"{scope.get('excluded_by_exclude_roots', 0)}")
+    by_severity = summary.get("by_severity", {})
+    print("findings: " + ", ".join(f"{by_severity.get(s, 0)} {s}" for s in ("error", "warning", "info")))
+    counts = Counter((f["rule"], f["severity"]) for f in findings)
+    for (rule, severity), count in sorted(counts.items()):
+        print(f"  {rule} {severity:<8} {count:>5}")
+
+
+def precision(runs: dict[str, dict], labels: dict) -> None:
+    labelled = hits = 0
+    current = {key(name, f) for name, doc in runs.items() for f in gating(doc["findings"])}
+    for name, doc in runs.items():
+        rows = [labels[key(name, f)] for f in gating(doc["findings"]) if key(name, f) in labels]
+        true = sum(row["label"] == "TRUE" for row in rows)
+        labelled, hits = labelled + len(rows), hits + true
+        share = f"{true / len(rows):.0%}" if rows else "n/a"
+        print(f"precision {name}: {true}/{len(rows)} labelled error/warning findings are real hazards ({share})")
+    if labelled:
+        print(f"precision overall: {hits}/{labelled} = {hits / labelled:.1%}")
+    true_labels = [k for k, row in labels.items() if row["label"] == "TRUE" and k[0] in runs]
+    missing = [k for k in true_labels if k not in current]
+    print(f"recall on labelled real hazards: {len(true_labels) - len(missing)}/{len(true_labels)} still reported")
+    for engine, path, line, rule in missing:
+        print(f"  no longer reported: {engine} {path}:{line} {rule} ({labels[(engine, path, line, rule)]['reason']})")
+
+
+def write_sample(runs: dict[str, dict], trees: dict[str, Path], per_engine: int, out: Path, labels: dict) -> None:
+    """A fixed-seed sample of error/warning findings per engine, as label rows (known labels filled in)."""
+    rows = []
+    for name, doc in sorted(runs.items()):
+        pool = sorted(gating(doc["findings"]), key=lambda f: (f["path"], f["line"], f["rule"]))
+        for finding in random.Random(SEED).sample(pool, min(per_engine, len(pool))):
+            known = labels.get(key(name, finding), {})
+            source = (trees[name] / finding["path"]).read_text(encoding="utf-8").splitlines()
+            code = source[finding["line"] - 1].strip() if finding["line"] <= len(source) else ""
+            rows.append({"engine": name, "path": finding["path"], "line": finding["line"], "rule": finding["rule"],
+                         "label": known.get("label", ""), "reason": known.get("reason", ""), "code": code[:160]})
+    with out.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=LABEL_COLUMNS, delimiter="\t", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"\nwrote {len(rows)} rows to label to {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", action="append", choices=sorted(ENGINES), help="default: both")
+    parser.add_argument("--recipe", choices=sorted(RECIPES), default="profile")
+    parser.add_argument("--labels", type=Path, default=LABELS)
+    parser.add_argument("--sample", type=int, default=0, metavar="N", help="sample N findings per engine to label")
+    parser.add_argument("--sample-out", type=Path, default=Path("engine_sample.tsv"))
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="unpack and write reports here (kept)")
+    args = parser.parse_args(argv)
+    try:
+        labels = load_labels(args.labels)
+        with tempfile.TemporaryDirectory() as scratch:
+            root = args.keep or Path(scratch)
+            runs, trees = {}, {}
+            for name in args.engine or sorted(ENGINES):
+                engine = ENGINES[name]
+                tree, files, lines = unpack(engine, args.recipe, root)
+                doc, seconds = lint(tree, root / f"{name}.json")
+                print_run(engine, doc, seconds, files, lines)
+                runs[name], trees[name] = doc, tree
+            print()
+            precision(runs, labels)
+            if args.sample:
+                write_sample(runs, trees, args.sample, args.sample_out, labels)
+    except BenchError as exc:
+        print(f"engine_lint: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""The scope model: exclude-roots, eager-only predicates of both polarities, profiles, and the
+`--statistics` / JSON account of what was hot and why."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graphready.cli import main
+
+MODEL = """import torch
+
+
+class VisionTower(torch.nn.Module):
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        n = int(pixels.sum())
+        return pixels[:n]
+
+
+class DecoderLayer(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * x.max().item()
+"""
+
+
+def _table(result):
+    return sorted((f.path, f.line, f.rule) for f in result.findings)
+
+
+def test_exclude_roots_leaves_matching_classes_cold_and_is_counted(lint_project):
+    files = {"pkg/model.py": MODEL}
+    both = lint_project(files, {"hot-paths": ["*:*.forward"]})
+    assert {f.rule for f in both.findings} == {"GR101", "GR102"}
+    result = lint_project(files, {"hot-paths": ["*:*.forward"], "exclude-roots": ["*:*Vision*"]})
+    assert _table(result) == [("pkg/model.py", 12, "GR101")]
+    assert result.scope["excluded_by_exclude_roots"] == 1
+    assert result.scope["roots"] == {"hot-paths *:*.forward": 1}
+
+
+def test_excluded_functions_are_not_entered_by_the_walk(lint_project):
+    code = MODEL + """
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.visual = VisionTower()
+        self.layer = DecoderLayer()
+
+    def forward(self, x: torch.Tensor, pixels: torch.Tensor) -> torch.Tensor:
+        return self.layer(x) + self.visual(pixels)
+"""
+    result = lint_project({"pkg/model.py": code}, {"hot-paths": ["pkg.model:Model.forward"],
+                                                    "exclude-roots": ["pkg.model:VisionTower"]})
+    assert {f.rule for f in result.findings} == {"GR101"}
+
+
+BRANCHES = """import torch
+
+
+def get_is_capture_mode() -> bool:
+    return False
+
+
+def step(x: torch.Tensor, forward_batch, meta) -> torch.Tensor:
+    if forward_batch.forward_mode.is_extend():
+        x = x[: int(x.sum())]
+    if not forward_batch.forward_mode.is_decode():
+        x.item()
+    if forward_batch.forward_mode.is_decode():
+        y = x * 2
+    else:
+        y = x.nonzero()
+    if get_is_capture_mode():
+        z = y + 1
+    else:
+        z = y.tolist()
+    if meta.num_prefills > 0 and x.dim() > 1:
+        z = x.cpu()
+    return x.max().item()  # the one captured hazard
+"""
+
+
+def test_eager_only_predicates_of_both_polarities(lint_project):
+    config = {"hot-paths": ["pkg.step:step"], "eager-if": ["is_extend", "num_prefills"],
+              "captured-if": ["is_decode", "get_is_capture_mode"]}
+    result = lint_project({"pkg/step.py": BRANCHES}, config)
+    assert _table(result) == [("pkg/step.py", 23, "GR101")]
+    unguarded = lint_project({"pkg/step.py": BRANCHES}, {"hot-paths": ["pkg.step:step"]})
+    assert len({f.line for f in unguarded.findings}) == 6
+
+
+def test_debug_guards_is_an_alias_of_eager_if(lint_project):
+    code = "import torch\n\n\ndef step(x: torch.Tensor, VERBOSE: bool):\n    if VERBOSE:\n        print(x)\n    return x\n"
+    assert lint_project({"pkg/s.py": code}, {"hot-paths": ["pkg.s:step"], "debug-guards": ["VERBOSE"]}).findings == []
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "model.py").write_text(MODEL)
+
+    def configure(table: str):
+        (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n" + table)
+        return tmp_path
+    return configure
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ('profile = "sglangg"\n', "unknown profile 'sglangg' (did you mean 'sglang'?)"),
+    ('profile = 3\n', "profile must be a string"),
+    ('exclude-roots = ["pkg:"]\n', "exclude-roots entry 'pkg:'"),
+    ('eager-if = ["forward_mode.is_extend()"]\n', "must be a bare name"),
+    ('captured-iff = ["is_decode"]\n', "did you mean 'captured-if'?"),
+])
+def test_bad_scope_config_is_exit_2_with_a_message(project, capsys, table, message):
+    assert main(["lint", str(project(table)), "--no-cache"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_statistics_and_json_summary_say_what_was_hot(project, capsys):
+    root = project('hot-paths = ["*:*.forward"]\nexclude-roots = ["*:VisionTower"]\n')
+    assert main(["lint", str(root), "--no-cache", "--statistics"]) == 1
+    out = capsys.readouterr().out
+    assert "Hot scope" in out and "root: hot-paths *:*.forward" in out and "left cold by exclude-roots" in out
+    assert main(["lint", str(root), "--no-cache", "--format", "json"]) == 1
+    scope = json.loads(capsys.readouterr().out)["summary"]["scope"]
+    assert scope == {"hot_functions": 1, "roots": {"hot-paths *:*.forward": 1}, "reached_by_calls": 0,
+                     "excluded_by_exclude_roots": 1}
+
+
+@pytest.mark.parametrize("profile", ["sglang", "vllm"])
+def test_profiles_load_and_add_the_projects_own_lists(project, capsys, profile):
+    root = project(f'profile = "{profile}"\nhot-paths = ["pkg.model:DecoderLayer.forward"]\n')
+    assert main(["lint", str(root), "--no-cache", "--format", "json"]) == 1
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["profile"] == profile
+    assert summary["scope"]["roots"] == {"hot-paths pkg.model:DecoderLayer.forward": 1}
