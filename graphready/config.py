@@ -73,11 +73,11 @@ def _check_hot_path(pattern: str) -> str:
 
 
 def _check_exclude_root(pattern: str) -> str:
-    module, sep, qualname = pattern.partition(":")
+    module, sep, qualname = pattern.removeprefix("!").partition(":")
     if not module or (sep and not qualname):
         raise ConfigError(
             f"[tool.graphready] exclude-roots entry {pattern!r} must look like 'module-glob' or"
-            " 'module-glob:qualname-glob' (e.g. '*:*Vision*')"
+            " 'module-glob:qualname-glob' (e.g. '*:*Vision*'), optionally after '!' to keep what it matches"
         )
     return pattern
 

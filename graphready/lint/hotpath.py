@@ -159,12 +159,16 @@ def _matches(pattern: str, key: str) -> bool:
 
 
 def _excluded(patterns: list[str], key: str) -> bool:
+    """Matched by an exclude-roots entry (the function or a class it is in), and by no `!` entry."""
     if not patterns:
         return False
     module, _, qualname = key.partition(":")
     owners = qualname.split(".")
     candidates = [f"{module}:{'.'.join(owners[:i])}" for i in range(1, len(owners) + 1)]
-    return any(_matches(p, c) for p in patterns for c in candidates)
+    keep = [p[1:] for p in patterns if p.startswith("!")]
+    drop = [p for p in patterns if not p.startswith("!")]
+    hit = any(_matches(p, c) for p in drop for c in candidates)
+    return hit and not any(_matches(p, c) for p in keep for c in candidates)
 
 
 def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = None) -> HotSet:

@@ -38,9 +38,14 @@ class Guards:
         return cls(frozenset(eager_if), frozenset(captured_if))
 
 
+ENV_READS = {"get", "value", "is_set", "get_bool"}  # `envs.DEBUG_X.get()` reads the switch DEBUG_X
+
+
 def _named(test: ast.AST, names: frozenset[str]) -> bool:
     if isinstance(test, ast.Call):
         test = test.func
+        if isinstance(test, ast.Attribute) and test.attr in ENV_READS and test.attr not in names:
+            test = test.value
     if isinstance(test, ast.Name):
         return test.id in names
     if isinstance(test, ast.Attribute):
@@ -55,8 +60,18 @@ def _eager_when_true(test: ast.AST, guards: Guards, names: ImportMap) -> bool:
         parts = [_eager_when_true(v, guards, names) for v in test.values]
         return any(parts) if isinstance(test.op, ast.And) else all(parts)
     if isinstance(test, ast.Compare):  # `if VERBOSE > 1:`, `if meta.num_prefills > 0:`
+        if _says_absent(test):  # `if meta.prefill is None:`, `if meta.num_prefills == 0:`
+            return _named(test.left, guards.captured_if)
         return _named(test.left, guards.eager_if)
     return _named(test, guards.eager_if)
+
+
+def _says_absent(test: ast.Compare) -> bool:
+    """`x is None`, `x == 0`, `x == False`: true when the named thing is absent (polarity flips)."""
+    if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.Is, ast.Eq)):
+        return False
+    right = test.comparators[0]
+    return isinstance(right, ast.Constant) and right.value in (None, 0, False)
 
 
 def _eager_when_false(test: ast.AST, guards: Guards, names: ImportMap) -> bool:
@@ -67,6 +82,9 @@ def _eager_when_false(test: ast.AST, guards: Guards, names: ImportMap) -> bool:
         return any(parts) if isinstance(test.op, ast.Or) else all(parts)
     if isinstance(test, ast.Call) and names.resolve(test.func) == CAPTURING:
         return True
+    if isinstance(test, ast.Compare):
+        named = guards.eager_if if _says_absent(test) else guards.captured_if
+        return _named(test.left, named)
     return _named(test, guards.captured_if)
 
 

@@ -149,6 +149,12 @@ class TensorEnv:
 
     def _annotated_class(self, annotation: cst.BaseExpression) -> str | None:
         """`AttnMetadata`, `Optional[AttnMetadata]`, `"AttnMetadata"` -> the class's dotted name, if known."""
+        if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+            sides = [annotation.left, annotation.right]
+            others = [x for x in sides if not (isinstance(x, cst.Name) and x.value == "None")]
+            if len(others) != 1:
+                return None
+            annotation = others[0]
         if isinstance(annotation, cst.Subscript) and annotation.slice:
             head = dotted(annotation.value) or ""
             if head.rsplit(".", 1)[-1] != "Optional":
@@ -169,7 +175,7 @@ class TensorEnv:
         for target in targets:
             names = [target]
             if isinstance(target, (cst.Tuple, cst.List)):
-                names = [e.value for e in target.elements]
+                names = [e if isinstance(e, cst.StarredElement) else e.value for e in target.elements]
                 if kind in (TENSOR, BOOL) and not self._tensor_tuple(value):
                     continue  # `y, ok = helper(x)`: the parts of an unknown tuple are unknown
             for name in names:

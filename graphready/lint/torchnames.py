@@ -5,6 +5,8 @@ Plain data and string tests only: importing this never imports libcst or torch.
 
 from __future__ import annotations
 
+import re
+
 # Kinds of values, as the rules' type inference (lint/tensors.py) and the index use them.
 TENSOR, BOOL, SCALAR, HOST = "tensor", "bool", "scalar", "host"
 TENSORS = "tensors"  # a list/tuple/dict of tensors: indexing or iterating it gives a TENSOR
@@ -45,12 +47,20 @@ def is_tensor_callee(name: str) -> bool:
 
 
 def annotation_kind(text: str) -> str | None:
-    """The kind an annotation promises: `torch.Tensor`, `Optional[Tensor]`, `list[int]`, `np.ndarray`."""
+    """The kind an annotation promises: `torch.Tensor`, `Optional[Tensor]`, `list[int]`, `np.ndarray`.
+
+    A union with anything but None (`torch.dtype | torch.Tensor`) promises nothing, and so do
+    classes that merely contain the word (`IntermediateTensors`)."""
+    text = re.sub(r"\s*\|\s*None\b|\bNone\s*\|\s*", "", text.strip())
+    if text.startswith(("Optional[", "typing.Optional[")) and text.endswith("]"):
+        text = text[text.index("[") + 1:-1]
+    if "|" in text or "Union[" in text:
+        return None
     lowered = text.lower()
     containers = ("list", "tuple", "dict", "sequence", "mapping", "iterable")
-    if "Tensor" in text:
+    if re.search(r"\bTensor\b", text):
         return TENSORS if any(c in lowered for c in containers) else TENSOR
-    if text in ("int", "float", "bool", "str") or text.startswith(("Optional[int", "Optional[float", "Optional[bool")):
+    if text in ("int", "float", "bool", "str"):
         return SCALAR
     if "ndarray" in text or lowered.startswith(containers):
         return HOST

@@ -193,3 +193,32 @@ def test_bundled_example_reports_its_hazards(tmp_path):
     assert got == want, describe_mismatch(got, want)
     assert {"GR101", "GR201", "GR301", "GR306", "GR601"} <= {rule for _, _, rule in got}
     assert code == 1
+
+
+ENGINE_FIXTURES = ["sglang_like", "vllm_like"]
+
+
+@pytest.mark.parametrize("name", ENGINE_FIXTURES)
+def test_engine_profile_fixture_reports_exactly_its_markers(tmp_path, name):
+    """Each built-in profile on a tree shaped like its engine: the decode-path hazard fires; towers,
+    prefill branches, capture-mode branches, host-side prep and graph-safe idioms stay quiet."""
+    project = REPO / "tests" / "fixtures" / name
+    code, doc = lint_json(project, tmp_path / "out.json")
+    want = expected_findings(project)
+    got = reported(doc)
+    assert got == want, describe_mismatch(got, want)
+    assert code == 1
+    assert doc["summary"]["profile"] == name.removesuffix("_like")
+    assert doc["summary"]["scope"]["excluded_by_exclude_roots"] >= 1
+
+
+@pytest.mark.parametrize("name", ENGINE_FIXTURES)
+def test_engine_fixture_without_its_profile_is_noisy(tmp_path, name):
+    """The same tree with the old `*:*.forward` recipe: what the profile's scope model removes."""
+    project = tmp_path / name
+    import shutil
+
+    shutil.copytree(REPO / "tests" / "fixtures" / name, project)
+    (project / "pyproject.toml").write_text('[tool.graphready]\nhot-paths = ["*:*.forward"]\n')
+    _, doc = lint_json(project, tmp_path / "out.json")
+    assert reported(doc) > expected_findings(project)  # every marked hazard, plus the noise
