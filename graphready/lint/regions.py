@@ -53,17 +53,20 @@ def _named(test: ast.AST, names: frozenset[str]) -> bool:
     return False
 
 
-def _eager_when_true(test: ast.AST, guards: Guards, names: ImportMap) -> bool:
+def _eager_when(test: ast.AST, truth: bool, guards: Guards, names: ImportMap) -> bool:
+    """Does `test` evaluating to `truth` mean this call is eager (not inside a graph)?"""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _eager_when_false(test.operand, guards, names)
-    if isinstance(test, ast.BoolOp):
-        parts = [_eager_when_true(v, guards, names) for v in test.values]
-        return any(parts) if isinstance(test.op, ast.And) else all(parts)
-    if isinstance(test, ast.Compare):  # `if VERBOSE > 1:`, `if meta.num_prefills > 0:`
-        if _says_absent(test):  # `if meta.prefill is None:`, `if meta.num_prefills == 0:`
-            return _named(test.left, guards.captured_if)
-        return _named(test.left, guards.eager_if)
-    return _named(test, guards.eager_if)
+        return _eager_when(test.operand, not truth, guards, names)
+    if isinstance(test, ast.BoolOp):  # `a and b` true needs both; `a or b` false needs both
+        parts = [_eager_when(v, truth, guards, names) for v in test.values]
+        either = isinstance(test.op, ast.And) == truth
+        return any(parts) if either else all(parts)
+    if not truth and isinstance(test, ast.Call) and names.resolve(test.func) == CAPTURING:
+        return True
+    if isinstance(test, ast.Compare):  # `if VERBOSE > 1:`, `if meta.num_prefills > 0:`, `if meta is None:`
+        flipped = _says_absent(test) == truth
+        return _named(test.left, guards.captured_if if flipped else guards.eager_if)
+    return _named(test, guards.eager_if if truth else guards.captured_if)
 
 
 def _says_absent(test: ast.Compare) -> bool:
@@ -72,20 +75,6 @@ def _says_absent(test: ast.Compare) -> bool:
         return False
     right = test.comparators[0]
     return isinstance(right, ast.Constant) and right.value in (None, 0, False)
-
-
-def _eager_when_false(test: ast.AST, guards: Guards, names: ImportMap) -> bool:
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _eager_when_true(test.operand, guards, names)
-    if isinstance(test, ast.BoolOp):
-        parts = [_eager_when_false(v, guards, names) for v in test.values]
-        return any(parts) if isinstance(test.op, ast.Or) else all(parts)
-    if isinstance(test, ast.Call) and names.resolve(test.func) == CAPTURING:
-        return True
-    if isinstance(test, ast.Compare):
-        named = guards.eager_if if _says_absent(test) else guards.captured_if
-        return _named(test.left, named)
-    return _named(test, guards.captured_if)
 
 
 def _is_memo_test(test: ast.AST) -> bool:
@@ -130,9 +119,9 @@ def excluded_ranges(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guards
                 continue
             if isinstance(stmt, ast.If):
                 cold: list[ast.stmt] | None = None
-                if _eager_when_true(stmt.test, guards, names):
+                if _eager_when(stmt.test, True, guards, names):
                     cold = stmt.body
-                elif _eager_when_false(stmt.test, guards, names):
+                elif _eager_when(stmt.test, False, guards, names):
                     cold = stmt.orelse
                 elif _is_memo_test(stmt.test) and _stores_result(stmt.body, global_names):
                     cold = stmt.body
