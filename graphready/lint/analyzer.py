@@ -19,7 +19,7 @@ from graphready.lint.index import ClassInfo, FunctionInfo
 from graphready.lint.resolve import ImportMap
 from graphready.lint.candidate import PARSE_ERROR
 from graphready.lint.rules import ALL_RULES
-from graphready.lint.tensors import BOOL, SCALAR, TENSOR, TensorEnv, scan_function
+from graphready.lint.tensors import BOOL, SCALAR, TENSOR, FunctionScan, TensorEnv, mentions_name, mentions_self_attr, scan_function
 from graphready.lint.torchnames import is_tensor_callee
 
 
@@ -83,7 +83,7 @@ class FileAnalyzer:
         self.class_facts: dict[str, tuple[FileFacts, dict[str, TensorEnv]]] = {}
 
     def run(self) -> list[Candidate]:
-        self.module_facts.frozen_globals = self._frozen_globals()
+        self.module_facts.frozen_globals, self.module_facts.stepped_globals = self._frozen_globals()
         for info, hot in self.job.targets:
             parsed = self._parse(info)
             if parsed is None:
@@ -94,7 +94,7 @@ class FileAnalyzer:
                 env = envs.get(info.qualname)
             if env is None:
                 env = TensorEnv(facts)
-                env.learn_function(parsed.function)
+                env.learn_function(parsed.function, self._scan(info, parsed))
             ctx = RuleContext(info, hot, env, facts)
             _run_rules(parsed.function, ctx)
             spans = locate(parsed.module, [hit.node for hit in ctx.pending])
@@ -122,6 +122,14 @@ class FileAnalyzer:
         self.parsed[info.qualname] = parsed
         return parsed
 
+    def _scan(self, info: FunctionInfo, parsed: "_Parsed") -> FunctionScan:
+        """Assignments of one function; those on eager-only lines do not decide a local's kind."""
+        scan = scan_function(parsed.function)
+        if not info.excluded:
+            return scan
+        spans = locate(parsed.module, [*scan.pair_nodes, *scan.loop_nodes])
+        return scan.hot_only(lambda node: not info.excludes(spans[node].line + parsed.offset))
+
     def _hot_line(self, info: FunctionInfo, line: int) -> bool:
         return info.key in self.job.hot_keys and not info.excludes(line)
 
@@ -133,6 +141,8 @@ class FileAnalyzer:
         class_info = self.job.classes[class_qualname]
         facts.tensor_attrs |= {attr for attr, kind in class_info.attr_types.items() if kind.endswith("Tensor")}
         facts.tensor_attrs |= class_info.tensor_attrs
+        facts.buffers = set(class_info.tensor_attrs)
+        facts.graph_inputs = set(class_info.graph_inputs)
         for attr, callees in class_info.attr_calls.items():  # set anywhere in the class, from the index
             for callee in callees:
                 if is_tensor_callee(callee) or callee.endswith(".Parameter"):
@@ -146,7 +156,7 @@ class FileAnalyzer:
             if info is not None and info.key in self.job.hot_keys:
                 parsed = self._parse(info)
                 if parsed is not None:
-                    methods.append((info, parsed, scan_function(parsed.function)))
+                    methods.append((info, parsed, self._scan(info, parsed)))
         envs: dict[str, TensorEnv] = {}
         for _ in range(2):  # attributes can be derived from other attributes
             for info, parsed, scan in methods:
@@ -166,9 +176,9 @@ class FileAnalyzer:
         for info, parsed, scan in methods:
             if info.qualname.rsplit(".", 1)[-1] == "__init__" or info.key not in self.job.hot_keys:
                 continue
-            mutations = [(attr, node) for attr, node, value, augmented in scan.attribute_writes
-                         if attr not in facts.tensor_attrs
-                         and (augmented or envs[info.qualname].kind(value) == SCALAR)]
+            mutations = [(attr, node) for attr, node, value, augmented in scan.attribute_writes  # step counters
+                         if attr not in facts.tensor_attrs and (augmented or (
+                             envs[info.qualname].kind(value) == SCALAR and mentions_self_attr(value, attr)))]
             spans = locate(parsed.module, [node for _, node in mutations])
             for attr, node in mutations:
                 line = spans[node].line + parsed.offset
@@ -177,9 +187,10 @@ class FileAnalyzer:
         self.class_facts[class_qualname] = (facts, envs)
         return facts, envs
 
-    def _frozen_globals(self) -> dict[str, int]:
-        """Module globals that hot code rebinds (`global step; step += 1`)."""
+    def _frozen_globals(self) -> tuple[dict[str, int], set[str]]:
+        """Module globals that hot code rebinds (`global buf; buf = ...`), and those it steps (`step += 1`)."""
         frozen: dict[str, int] = {}
+        stepped: set[str] = set()
         for info, hot in self.job.targets:
             parsed = self._parse(info) if hot and info.declares_global else None
             if parsed is None:
@@ -190,7 +201,9 @@ class FileAnalyzer:
                 line = spans[node].line + parsed.offset
                 if self._hot_line(info, line):
                     frozen.setdefault(name, line)
-        return frozen
+                    if isinstance(node, cst.AugAssign) or mentions_name(node.value, name):
+                        stepped.add(name)
+        return frozen, stepped
 
 
 def _callees(value: cst.BaseExpression, env: TensorEnv) -> set[str]:

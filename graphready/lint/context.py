@@ -26,8 +26,11 @@ class FileFacts(Facts):
         self.containers: set[str] = set()  # globals / self attrs holding a list, dict, set or deque
         self.unwarmed: set[str] = set()  # hot functions first reached from a capture with no warm-up call
         self.warmed: set[str] = set()  # ... and from a capture after a warm-up call
+        self.buffers: set[str] = set()  # self attrs declared persistent: register_buffer / register_parameter
+        self.graph_inputs: set[str] = set()  # self attrs a capture body of the class reads
         self.frozen_attrs: dict[str, int] = {}  # self attr -> line where hot code mutates it
-        self.frozen_globals: dict[str, int] = {}
+        self.frozen_globals: dict[str, int] = {}  # globals hot code re-binds
+        self.stepped_globals: set[str] = set()  # ... from their old value: step counters
         self.autograd_functions: set[str] = set()  # dotted names of autograd.Function classes
 
     def for_class(self) -> "FileFacts":
@@ -36,6 +39,7 @@ class FileFacts(Facts):
         facts.tensor_globals, facts.tensor_functions = self.tensor_globals, self.tensor_functions
         facts.class_fields = self.class_fields
         facts.autograd_functions, facts.frozen_globals = self.autograd_functions, self.frozen_globals
+        facts.stepped_globals = self.stepped_globals
         facts.lock_names, facts.compiled_names = set(self.lock_names), set(self.compiled_names)
         facts.graph_names = set(self.graph_names)
         facts.lazy_compiled = set(self.lazy_compiled)
@@ -99,10 +103,16 @@ class RuleContext:
 
     def candidate(self, hit: Pending, span: Span, line_offset: int) -> Candidate | None:
         line = span.line + line_offset
-        if hit.scope == "hot" and not self.is_hot_line(line):
+        message = hit.message
+        if hit.scope in ("hot", "memo") and not self.is_hot_line(line):
             return None
+        if hit.scope == "memo":  # a one-time-init test the index recorded, with the state it guards
+            state = dict(self.function.memo).get(line)
+            if state is None:
+                return None
+            message = message.format(state=state)
         return Candidate(hit.rule, line, span.column, span.end_line + line_offset, span.end_column,
-                         hit.message, self.function.key, hit.severity)
+                         message, self.function.key, hit.severity)
 
     def activate(self, rule_code: str, scope: str) -> None:
         self._current_rule = rule_code

@@ -12,7 +12,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from graphready.lint.regions import Guards, capture_bodies, excluded_ranges
+from graphready.lint.regions import Guards, capture_bodies, function_regions
 from graphready.lint.resolve import ImportMap
 from graphready.lint.torchnames import FACTORIES, TENSOR, annotation_kind
 
@@ -53,6 +53,7 @@ class FunctionInfo:
     returns_tensor: bool = False
     calls: list[CallSite] = field(default_factory=list)
     excluded: list[tuple[int, int]] = field(default_factory=list)
+    memo: list[tuple[int, str]] = field(default_factory=list)  # one-time-init tests: (line, state guarded)
     capture_bodies: list[tuple[int, int]] = field(default_factory=list)
     mentions_graph: bool = False
     declares_global: bool = False
@@ -79,6 +80,7 @@ class ClassInfo:
     host_attrs: dict[str, str] = field(default_factory=dict)  # self.x = a CPU tensor: "pinned" / "pageable"
     field_kinds: dict[str, str] = field(default_factory=dict)  # `name: torch.Tensor` in the class body -> kind
     container_attrs: set[str] = field(default_factory=set)  # self.x = [] / {} / deque(): grows if appended to
+    graph_inputs: set[str] = field(default_factory=set)  # self.x read inside a `torch.cuda.graph` body
 
 
 @dataclass
@@ -245,6 +247,14 @@ def _walk_body(statements: list[ast.stmt]):
         stack.extend(reversed(children))
 
 
+def _attrs_read_in(body_nodes: list[ast.AST], ranges: list[tuple[int, int]]) -> set[str]:
+    """`self.x` names a capture body reads: the graph's static inputs and state."""
+    return {node.attr for node in body_nodes
+            if ranges and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id == "self" and isinstance(node.ctx, ast.Load)
+            and any(start <= node.lineno <= end for start, end in ranges)}
+
+
 class _ModuleIndexer:
     def __init__(self, module: str, path: str, is_package: bool, source: str, guards: Guards):
         self.index = ModuleIndex(module=module, path=path)
@@ -255,6 +265,7 @@ class _ModuleIndexer:
     def run(self, tree: ast.Module) -> ModuleIndex:
         self.names.collect(tree)
         self.index.imports = self.names.aliases
+        self.guards = self.guards.with_aliases(tree.body, self.names)  # `_DEBUG = envs.X.get()`
         for stmt in tree.body:
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _is_container(stmt.value, self.names):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
@@ -299,12 +310,14 @@ class _ModuleIndexer:
                     info.field_kinds[stmt.target.id] = kind
         self._definitions(node.body, f"{qualname}.", info)
 
-    def _function(self, node, prefix: str, class_info: ClassInfo | None) -> None:
+    def _function(self, node, prefix: str, class_info: ClassInfo | None, outer: Guards | None = None) -> None:
         qualname = f"{prefix}{node.name}"
         decorators = [d for d in (self.names.resolve(_decorator_callee(dec)) for dec in node.decorator_list) if d]
         body_nodes = list(_walk_body(node.body))
         global_names = {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
         def_line = self.lines[node.lineno - 1] if node.lineno - 1 < len(self.lines) else ""
+        guards = (outer or self.guards).with_aliases(body_nodes, self.names)
+        regions = function_regions(node, guards, self.names, global_names)
         info = FunctionInfo(
             key=f"{self.index.module}:{qualname}",
             qualname=qualname,
@@ -317,7 +330,8 @@ class _ModuleIndexer:
                             or any(d.endswith(".hot_path") and d.startswith("graphready") for d in decorators)),
             memoized=bool(MEMO_DECORATORS.intersection(decorators)),
             returns_tensor=node.returns is not None and annotation_kind(ast.unparse(node.returns)) == TENSOR,
-            excluded=excluded_ranges(node, self.guards, self.names, global_names),
+            excluded=regions.excluded,
+            memo=regions.memo,
             capture_bodies=capture_bodies(body_nodes, self.names),
             declares_global=bool(global_names),
         )
@@ -331,9 +345,10 @@ class _ModuleIndexer:
         _FunctionScanner(info, self.names, nested).scan(node, body_nodes)
         if class_info is not None:
             self._learn_attribute_types(node, class_info, body_nodes)
+            class_info.graph_inputs |= _attrs_read_in(body_nodes, info.capture_bodies)
         for stmt in body_nodes:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self._function(stmt, f"{qualname}.", None)
+                self._function(stmt, f"{qualname}.", None, guards)
             elif isinstance(stmt, ast.ClassDef):
                 self._class(stmt, f"{qualname}.")
 

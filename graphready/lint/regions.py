@@ -1,21 +1,34 @@
 """Line ranges inside a function that are not hot, and the bodies of graph captures.
 
 Not hot: the eager-only branch of a configured predicate (`eager-if`: `if VERBOSE:`,
-`if forward_mode.is_extend():`; `captured-if`: the `else` of `if forward_mode.is_decode():`), the
-non-capturing branch of `torch.cuda.is_current_stream_capturing()`, and memoized one-time initialisation (an
-`if X is None:` / `if k not in cache:` / `if not self._ready:` block that stores its result in a
-global, an attribute or a dict). Calls there do not make their callees hot and no rule fires there.
+`if forward_mode.is_extend():`, `if mode == ForwardMode.EXTEND:`; `captured-if`: the `else` of
+`if forward_mode.is_decode():`), the non-capturing branch of `torch.cuda.is_current_stream_capturing()`,
+everything after an early exit taken when capturing (`if not x.is_cuda: ... return` is fine, but
+`if get_is_capture_mode(): return ...` leaves the rest eager), `except` handlers (an exception inside
+a capture invalidates it, so a handler never becomes part of a working graph), and memoized one-time
+initialisation (an `if X is None:` / `if k not in cache:` / `if not self._ready:` block, or the rest of
+a function after `if cached is not None: return cached`, that stores its result in a global, an
+attribute or a dict). Calls there do not make their callees hot and no rule fires there.
+
+A predicate can be named through a variable: `capturing = get_is_capture_mode()` or a module-level
+`_VERIFY = envs.SGLANG_VERIFY.get()` makes `if not capturing:` / `if _VERIFY:` guards too.
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 
 from graphready.lint.resolve import ImportMap
+from graphready.lint.torchnames import is_tensor_callee
 
 CAPTURING = "torch.cuda.is_current_stream_capturing"
 GRAPH_CONTEXT = "torch.cuda.graph"
+TENSOR_METHODS = {"to", "cuda", "contiguous", "clone", "t", "float", "half", "bfloat16", "view", "reshape",
+                  "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "pin_memory"}
+ENV_READS = {"get", "value", "is_set", "get_bool"}  # `envs.DEBUG_X.get()` reads the switch DEBUG_X
+EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
 def _block_range(statements: list[ast.stmt]) -> tuple[int, int] | None:
@@ -24,37 +37,74 @@ def _block_range(statements: list[ast.stmt]) -> tuple[int, int] | None:
     return statements[0].lineno, max(s.end_lineno or s.lineno for s in statements)
 
 
+def _is_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
 @dataclass(frozen=True)
 class Guards:
-    """Eager-only predicates: names whose true (`eager_if`) or false (`captured_if`) branch never
-    runs inside a graph. A name matches a variable, an attribute or a call: `VERBOSE`,
-    `envs.DEBUG`, `forward_batch.forward_mode.is_extend()`."""
+    """Eager-only predicates: names (or globs: `SGLANG_TRACE_*`) whose true (`eager_if`) or false
+    (`captured_if`) branch never runs inside a graph. A name matches a variable, an attribute, a call
+    or an enum member compared against: `VERBOSE`, `envs.DEBUG.get()`, `mode.is_extend()`,
+    `mode == ForwardMode.EXTEND`."""
 
     eager_if: frozenset[str] = frozenset()
     captured_if: frozenset[str] = frozenset()
+    _globs: tuple[tuple[str, ...], tuple[str, ...]] = field(default=((), ()), compare=False, repr=False)
 
     @classmethod
     def of(cls, eager_if, captured_if) -> "Guards":
-        return cls(frozenset(eager_if), frozenset(captured_if))
+        eager, captured = frozenset(eager_if), frozenset(captured_if)
+        globs = (tuple(p for p in eager if _is_glob(p)), tuple(p for p in captured if _is_glob(p)))
+        return cls(eager, captured, globs)
+
+    def matches(self, name: str, eager: bool) -> bool:
+        """Is `name` a predicate whose true branch is eager (`eager`) or captured (not `eager`)?"""
+        if name in (self.eager_if if eager else self.captured_if):
+            return True
+        return any(fnmatchcase(name, p) for p in self._globs[0 if eager else 1])
+
+    def with_aliases(self, statements: list[ast.AST], names: ImportMap) -> "Guards":
+        """These guards plus variables that hold a guard's value (`capturing = get_is_capture_mode()`).
+
+        A variable counts only when every assignment to it in `statements` is a guard of one polarity."""
+        seen: dict[str, bool | None] = {}
+        for stmt in statements:
+            if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
+                continue
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for target in targets:
+                if not isinstance(target, ast.Name):
+                    continue
+                polarity = True if _eager_when(stmt.value, True, self, names) else (
+                    False if _eager_when(stmt.value, False, self, names) else None)
+                previous = seen.get(target.id, polarity)
+                seen[target.id] = polarity if previous == polarity else None
+        eager = {n for n, p in seen.items() if p is True}
+        captured = {n for n, p in seen.items() if p is False}
+        if not eager and not captured:
+            return self
+        return Guards(self.eager_if | eager, self.captured_if | captured, self._globs)
 
 
-ENV_READS = {"get", "value", "is_set", "get_bool"}  # `envs.DEBUG_X.get()` reads the switch DEBUG_X
-
-
-def _named(test: ast.AST, names: frozenset[str]) -> bool:
+def _named(test: ast.AST, guards: Guards, eager: bool) -> bool:
     if isinstance(test, ast.Call):
         test = test.func
-        if isinstance(test, ast.Attribute) and test.attr in ENV_READS and test.attr not in names:
+        if isinstance(test, ast.Attribute) and test.attr in ENV_READS and not guards.matches(test.attr, eager):
             test = test.value
     if isinstance(test, ast.Name):
-        return test.id in names
+        return guards.matches(test.id, eager)
     if isinstance(test, ast.Attribute):
-        return test.attr in names
+        return guards.matches(test.attr, eager)
     return False
 
 
+EQUALITY = (ast.Eq, ast.Is)
+INEQUALITY = (ast.NotEq, ast.IsNot)
+
+
 def _eager_when(test: ast.AST, truth: bool, guards: Guards, names: ImportMap) -> bool:
-    """Does `test` evaluating to `truth` mean this call is eager (not inside a graph)?"""
+    """Does `test` evaluating to `truth` mean this code is eager (not inside a graph)?"""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _eager_when(test.operand, not truth, guards, names)
     if isinstance(test, ast.BoolOp):  # `a and b` true needs both; `a or b` false needs both
@@ -63,10 +113,21 @@ def _eager_when(test: ast.AST, truth: bool, guards: Guards, names: ImportMap) ->
         return any(parts) if either else all(parts)
     if not truth and isinstance(test, ast.Call) and names.resolve(test.func) == CAPTURING:
         return True
-    if isinstance(test, ast.Compare):  # `if VERBOSE > 1:`, `if meta.num_prefills > 0:`, `if meta is None:`
-        flipped = _says_absent(test) == truth
-        return _named(test.left, guards.captured_if if flipped else guards.eager_if)
-    return _named(test, guards.eager_if if truth else guards.captured_if)
+    if isinstance(test, ast.Compare):
+        return _compare_eager(test, truth, guards)
+    return _named(test, guards, eager=truth)
+
+
+def _compare_eager(test: ast.Compare, truth: bool, guards: Guards) -> bool:
+    """`if VERBOSE > 1:`, `if meta.num_prefills > 0:`, `if meta is None:`, `if mode == ForwardMode.EXTEND:`."""
+    if len(test.ops) == 1 and isinstance(test.ops[0], EQUALITY + INEQUALITY):
+        member = test.comparators[0]
+        if not isinstance(member, ast.Constant):  # compared with a named value: that name decides
+            positive = isinstance(test.ops[0], EQUALITY) == truth
+            if _named(member, guards, eager=positive):
+                return True
+    flipped = _says_absent(test) == truth
+    return _named(test.left, guards, eager=not flipped)
 
 
 def _says_absent(test: ast.Compare) -> bool:
@@ -77,20 +138,35 @@ def _says_absent(test: ast.Compare) -> bool:
     return isinstance(right, ast.Constant) and right.value in (None, 0, False)
 
 
-def _is_memo_test(test: ast.AST) -> bool:
+def memo_state(test: ast.AST) -> str | None:
+    """The state a one-time-init test guards: `self.x is None`, `key not in self.cache`, `not self.ready`."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return next((s for s in map(memo_state, test.values) if s), None)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        operand = test.operand
+        if isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name) and operand.func.id == "hasattr":
+            return "hasattr"
+        return ast.unparse(operand) if isinstance(operand, (ast.Name, ast.Attribute)) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         op, right = test.ops[0], test.comparators[0]
         if isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value is None:
-            return True
-        return isinstance(op, ast.NotIn)
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        operand = test.operand
-        return isinstance(operand, (ast.Name, ast.Attribute)) or (
-            isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name) and operand.func.id == "hasattr"
-        )
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-        return any(_is_memo_test(v) for v in test.values)
-    return False
+            return ast.unparse(test.left)
+        if isinstance(op, ast.NotIn):
+            return ast.unparse(right)
+    return None
+
+
+def _cached_state(test: ast.AST) -> str | None:
+    """The state a cache-hit test reads: `if self.x is not None:`, `if key in self.cache:` (maybe `and ...`)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return _cached_state(test.values[0])
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, right = test.ops[0], test.comparators[0]
+        if isinstance(op, ast.IsNot) and isinstance(right, ast.Constant) and right.value is None:
+            return ast.unparse(test.left)
+        if isinstance(op, ast.In):
+            return ast.unparse(right)
+    return None
 
 
 def _stores_result(statements: list[ast.stmt], global_names: set[str]) -> bool:
@@ -109,34 +185,90 @@ def _stores_result(statements: list[ast.stmt], global_names: set[str]) -> bool:
     return False
 
 
-def excluded_ranges(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guards, names: ImportMap,
-                    global_names: set[str]):
-    ranges: list[tuple[int, int]] = []
+def _stores_state(statements: list[ast.stmt], global_names: set[str]) -> bool:
+    """Assigns `self.x`, `self.cache[k]` or a declared global: state that outlives the call."""
+    for stmt in statements:
+        for node in ast.walk(stmt):
+            targets = node.targets if isinstance(node, ast.Assign) else (
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            for target in targets:
+                while isinstance(target, (ast.Subscript, ast.Attribute)):
+                    target = target.value
+                    if isinstance(target, ast.Name) and (target.id == "self" or target.id in global_names):
+                        return True
+                if isinstance(target, ast.Name) and target.id in global_names:
+                    return True
+    return False
+
+
+def _builds_tensors(statements: list[ast.stmt], names: ImportMap) -> bool:
+    """Calls torch or a tensor method: the one-time work GR603 is about (not a Python dict of ints)."""
+    for stmt in statements:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call):
+                if isinstance(node.func, ast.Attribute) and node.func.attr in TENSOR_METHODS:
+                    return True
+                if is_tensor_callee(names.resolve(node.func) or ""):
+                    return True
+    return False
+
+
+def _exits(statements: list[ast.stmt]) -> bool:
+    return bool(statements) and isinstance(statements[-1], EXITS)
+
+
+@dataclass
+class Regions:
+    """What the index keeps of one function's control flow."""
+
+    excluded: list[tuple[int, int]] = field(default_factory=list)  # lines that never run in a graph
+    memo: list[tuple[int, str]] = field(default_factory=list)  # (line of the one-time test, state it guards)
+
+
+def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guards, names: ImportMap,
+                     global_names: set[str]) -> Regions:
+    regions = Regions()
+    arguments = func.args
+    parameters = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+
+    def cold(statements: list[ast.stmt]) -> None:
+        block = _block_range(statements)
+        if block:
+            regions.excluded.append(block)
 
     def visit(statements: list[ast.stmt]) -> None:
-        for stmt in statements:
+        for position, stmt in enumerate(statements):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             if isinstance(stmt, ast.If):
-                cold: list[ast.stmt] | None = None
+                rest = statements[position + 1:]
                 if _eager_when(stmt.test, True, guards, names):
-                    cold = stmt.body
+                    cold(stmt.body)
                 elif _eager_when(stmt.test, False, guards, names):
-                    cold = stmt.orelse
-                elif _is_memo_test(stmt.test) and _stores_result(stmt.body, global_names):
-                    cold = stmt.body
-                block = _block_range(cold) if cold is not None else None
-                if block:
-                    ranges.append(block)
+                    cold(stmt.orelse)
+                    if _exits(stmt.body) and not stmt.orelse:  # `if capturing: return ...`: the rest is eager
+                        cold(rest)
+                        visit(stmt.body)
+                        return
+                elif memo_state(stmt.test) and _stores_result(stmt.body, global_names):
+                    cold(stmt.body)
+                    if _builds_tensors(stmt.body, names):
+                        regions.memo.append((stmt.test.lineno, memo_state(stmt.test)))
+                elif (_cached_state(stmt.test) not in (None, *parameters) and _exits(stmt.body)
+                      and not stmt.orelse and _stores_state(rest, global_names)):  # `if cached is not None: return cached`
+                    cold(rest)
+                    if _builds_tensors(rest, names):
+                        regions.memo.append((stmt.test.lineno, _cached_state(stmt.test)))
+                    return
             for field_name in ("body", "orelse", "finalbody"):
                 visit(getattr(stmt, field_name, []) or [])
             for handler in getattr(stmt, "handlers", []) or []:
-                visit(handler.body)
+                cold(handler.body)
             for case in getattr(stmt, "cases", []) or []:
                 visit(case.body)
 
     visit(func.body)
-    return ranges
+    return regions
 
 
 def capture_bodies(body_nodes: list[ast.AST], names: ImportMap) -> list[tuple[int, int]]:

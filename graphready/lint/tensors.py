@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 import libcst as cst
 
@@ -65,6 +66,15 @@ def self_attr(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
         return node.attr.value
     return None
+
+
+def mentions_self_attr(value: cst.CSTNode, attr: str) -> bool:
+    """`self.<attr>` occurs in `value`: the new value is computed from the old one."""
+    return any(self_attr(node) == attr for node in nodes(value))
+
+
+def mentions_name(value: cst.CSTNode, name: str) -> bool:
+    return any(isinstance(node, cst.Name) and node.value == name for node in nodes(value))
 
 
 def keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
@@ -445,6 +455,16 @@ class FunctionScan:
     loops: list[tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=list)
     attribute_writes: list[tuple[str, cst.CSTNode, cst.BaseExpression, bool]] = field(default_factory=list)
     global_writes: list[tuple[str, cst.CSTNode]] = field(default_factory=list)
+    pair_nodes: list[cst.CSTNode] = field(default_factory=list)  # the statement of each pair / loop,
+    loop_nodes: list[cst.CSTNode] = field(default_factory=list)  # to drop those on eager-only lines
+
+    def hot_only(self, is_hot: Callable[[cst.CSTNode], bool]) -> "FunctionScan":
+        """The same scan without local assignments on lines that never run in a graph (what a
+        variable holds while capturing is decided by the captured branches alone)."""
+        kept = [i for i, node in enumerate(self.pair_nodes) if is_hot(node)]
+        loops = [i for i, node in enumerate(self.loop_nodes) if is_hot(node)]
+        return FunctionScan([self.pairs[i] for i in kept], [self.loops[i] for i in loops], self.attribute_writes,
+                            self.global_writes, [self.pair_nodes[i] for i in kept], [self.loop_nodes[i] for i in loops])
 
 
 def scan_function(func: cst.FunctionDef) -> FunctionScan:
@@ -456,17 +476,22 @@ def scan_function(func: cst.FunctionDef) -> FunctionScan:
         if kind is cst.Assign:
             targets, augmented = [t.target for t in node.targets], False
             scan.pairs.append((targets, node.value))
+            scan.pair_nodes.append(node)
         elif kind is cst.AnnAssign or kind is cst.NamedExpr:
             targets, augmented = [node.target], False
             scan.pairs.append((targets, node.value))
+            scan.pair_nodes.append(node)
         elif kind is cst.AugAssign:
             targets, augmented = [node.target], True
             scan.pairs.append((targets, cst.BinaryOperation(node.target, cst.Add(), node.value)))
+            scan.pair_nodes.append(node)
         elif kind is cst.For:
             scan.loops.append((node.target, node.iter))
+            scan.loop_nodes.append(node.target)
             continue
         elif kind is cst.WithItem and node.asname is not None:
             scan.pairs.append(([node.asname.name], node.item))
+            scan.pair_nodes.append(node)
             continue
         elif kind is cst.Global:
             global_names |= {n.name.value for n in node.names}

@@ -8,7 +8,6 @@ import libcst as cst
 from graphready.lint.context import RuleContext
 from graphready.lint.cstwalk import nodes, walk
 from graphready.lint.rules.base import Rule
-from graphready.lint.tensors import self_attr
 
 GRAPH_CONTEXT = "torch.cuda.graph"
 CAPTURING = "torch.cuda.is_current_stream_capturing"
@@ -103,51 +102,21 @@ class CaptureBranch(Rule):
         self._check(node.test, ctx)
 
 
-def _memo_test(test: cst.BaseExpression) -> str | None:
-    """The state a one-time-init test guards: `self.x is None`, `key not in self.cache`, `not self.ready`."""
-    if isinstance(test, cst.BooleanOperation):
-        return _memo_test(test.left) or _memo_test(test.right)
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        target = test.expression
-        if isinstance(target, cst.Call) and isinstance(target.func, cst.Name) and target.func.value == "hasattr":
-            return "hasattr"
-        attr = self_attr(target)
-        return f"self.{attr}" if attr else None
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        op, right = test.comparisons[0].operator, test.comparisons[0].comparator
-        if isinstance(op, cst.Is) and isinstance(right, cst.Name) and right.value == "None":
-            attr = self_attr(test.left)
-            return f"self.{attr}" if attr else (test.left.value if isinstance(test.left, cst.Name) else None)
-        if isinstance(op, cst.NotIn):
-            attr = self_attr(right)
-            return f"self.{attr}" if attr else (right.value if isinstance(right, cst.Name) else None)
-    return None
-
-
 class LazyInit(Rule):
     """A one-time block that builds tensors runs on the step's first call; if that call is the
     capture, the work (allocation, H2D copies, compiles) happens inside it. Info when an engine's
     warm-up may make the first call; warning when a capture body reaches it with no warm-up call."""
 
     code = "GR603"
+    scope = "memo"  # the index found the one-time tests (lint/regions.py); hits elsewhere are dropped
 
     def visit_If(self, node: cst.If, ctx: RuleContext) -> None:
-        guarded = _memo_test(node.test)
-        if guarded is None or ctx.function.key in ctx.facts.warmed or not _builds_tensors(node.body, ctx):
+        if not ctx.function.memo or ctx.function.key in ctx.facts.warmed:
             return
         if ctx.function.key in ctx.facts.unwarmed:
-            ctx.report(node.test, f"`{guarded}` is initialised on the first call, and the first call is inside a "
+            ctx.report(node.test, "`{state}` is initialised on the first call, and the first call is inside a "
                                   "graph capture (no warm-up call before it); run the step once before capturing "
                                   "or build it at load time")
         else:
-            ctx.report(node.test, f"`{guarded}` is initialised on the step's first call: make sure warm-up makes "
+            ctx.report(node.test, "`{state}` is initialised on the step's first call: make sure warm-up makes "
                                   "that call before any capture, or build it at load time", severity="info")
-
-
-def _builds_tensors(body: cst.BaseSuite, ctx: RuleContext) -> bool:
-    for node in nodes(body):
-        if isinstance(node, cst.Assign) and any(
-            isinstance(t.target, (cst.Attribute, cst.Subscript)) for t in node.targets
-        ) and ctx.env.is_tensor(node.value):
-            return True
-    return False

@@ -67,7 +67,7 @@ class FrozenScalar(Rule):
         attr = self_attr(node)
         if attr is not None and attr in ctx.facts.frozen_attrs:
             return node
-        if isinstance(node, cst.Name) and node.value in ctx.facts.frozen_globals:
+        if isinstance(node, cst.Name) and node.value in ctx.facts.stepped_globals:
             return node
         if isinstance(node, cst.BinaryOperation):
             return self._frozen(node.left, ctx) or self._frozen(node.right, ctx)

@@ -11,11 +11,12 @@ import libcst as cst
 
 from graphready.lint.context import RuleContext
 from graphready.lint.rules.base import Rule
-from graphready.lint.tensors import positional, self_attr
+from graphready.lint.tensors import mentions_name, mentions_self_attr, positional, self_attr
 
 CONSTRUCTORS = ("__init__", "__post_init__", "__new__", "__setstate__")
 GROWING_METHODS = {"append", "extend", "insert", "appendleft", "add", "setdefault"}
 STORAGE_METHODS = {"resize_", "set_", "resize_as_"}
+CONVERSIONS = {"to", "cuda", "float", "half", "bfloat16", "contiguous", "type", "type_as"}
 
 
 def _in_constructor(ctx: RuleContext) -> bool:
@@ -89,25 +90,51 @@ class EscapingAlloc(_FreshTensors):
                                               "copy into a buffer allocated at load time")
 
 
+def _conversion_of(value: cst.BaseExpression, attr: str) -> bool:
+    """`self.x.to(device)`, `self.x.float()`: idempotent after the first call, so one-time work (GR603's
+    concern), not state that evolves step by step."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in CONVERSIONS:
+        value = value.func.value
+    return self_attr(value) == attr
+
+
 class StateRebind(_FreshTensors):
+    """State that evolves every step (`self.t = self.t + 1`, `self.cache = torch.cat([self.cache, kv])`),
+    a graph's static input or a registered buffer replaced by a new tensor, and (a note unless a capture
+    is the first call) a lazy conversion `self.x = self.x.to(...)`. A per-forward hand-off
+    (`self.gate_in = x`, read later in the same forward) is not state: every replay reads what the
+    capture wrote."""
+
     code = "GR306"
 
     def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
-        if _in_constructor(ctx):
-            return
-        fresh = self.fresh(node.value, ctx)
-        handed_in = isinstance(node.value, cst.Name) and node.value.value in self.params and ctx.env.is_tensor(node.value)
-        if not (fresh or handed_in):
+        if _in_constructor(ctx) or not ctx.env.is_tensor(node.value):
             return
         for target in node.targets:
             attr = self_attr(target.target)
-            if attr is not None and (fresh or attr in ctx.facts.tensor_attrs):
-                ctx.report(target.target, f"`self.{attr}` is re-bound to a new tensor in the step; a captured graph "
-                                          "keeps reading the storage it saw at capture; update it in place "
-                                          f"(`self.{attr}.copy_(...)`, `add_`) or build it at load time")
-            elif isinstance(target.target, cst.Name) and target.target.value in ctx.facts.frozen_globals:
+            if attr is not None:
+                self._check_attr(target.target, attr, node.value, ctx)
+            elif isinstance(target.target, cst.Name) and target.target.value in ctx.facts.frozen_globals \
+                    and mentions_name(node.value, target.target.value):
                 ctx.report(target.target, f"global `{target.target.value}` is re-bound to a new tensor in the step; "
                                           "a captured graph keeps the old storage; update it in place")
+
+    def _check_attr(self, target: cst.BaseExpression, attr: str, value: cst.BaseExpression, ctx: RuleContext) -> None:
+        if _conversion_of(value, attr):
+            first_call_captured = ctx.function.key in ctx.facts.unwarmed
+            ctx.report(target, f"`self.{attr}` is converted and re-bound in the step: a no-op after the first call, "
+                               "but if that call is a capture (or the target device/dtype changes) the graph copies "
+                               f"from storage that is then freed; convert `self.{attr}` at load time",
+                       severity=None if first_call_captured else "info")
+            return
+        persistent = attr in ctx.facts.buffers or attr in ctx.facts.graph_inputs or ctx.function.mentions_graph
+        if mentions_self_attr(value, attr) or (persistent and (self.fresh(value, ctx) or self.handed_in(value, ctx))):
+            ctx.report(target, f"`self.{attr}` is re-bound to a new tensor in the step; a captured graph keeps "
+                               f"reading the storage it saw at capture; update it in place (`self.{attr}.copy_(...)`, "
+                               "`add_`) or build it at load time")
+
+    def handed_in(self, value: cst.BaseExpression, ctx: RuleContext) -> bool:
+        return isinstance(value, cst.Name) and value.value in self.params and ctx.env.is_tensor(value)
 
 
 class StorageSwap(Rule):
