@@ -104,7 +104,8 @@ class RuleContext:
     def candidate(self, hit: Pending, span: Span, line_offset: int) -> Candidate | None:
         line = span.line + line_offset
         message = hit.message
-        if hit.scope in ("hot", "memo") and not self.is_hot_line(line):
+        if hit.scope in ("hot", "memo") and (not self.is_hot_line(line)
+                                             or self.function.short_circuits(line, span.column)):
             return None
         if hit.scope == "memo":  # a one-time-init test the index recorded, with the state it guards
             state = dict(self.function.memo).get(line)

@@ -159,16 +159,17 @@ def _matches(pattern: str, key: str) -> bool:
 
 
 def _excluded(patterns: list[str], key: str) -> bool:
-    """Matched by an exclude-roots entry (the function or a class it is in), and by no `!` entry."""
-    if not patterns:
-        return False
+    """Matched by an exclude-roots entry (the function or a class it is in). As in .gitignore, the
+    last entry that matches decides: a later `!entry` keeps what an earlier entry dropped, and a later
+    plain entry drops again what a `!entry` kept."""
     module, _, qualname = key.partition(":")
     owners = qualname.split(".")
     candidates = [f"{module}:{'.'.join(owners[:i])}" for i in range(1, len(owners) + 1)]
-    keep = [p[1:] for p in patterns if p.startswith("!")]
-    drop = [p for p in patterns if not p.startswith("!")]
-    hit = any(_matches(p, c) for p in drop for c in candidates)
-    return hit and not any(_matches(p, c) for p in keep for c in candidates)
+    for pattern in reversed(patterns):
+        keep = pattern.startswith("!")
+        if any(_matches(pattern[1:] if keep else pattern, c) for c in candidates):
+            return not keep
+    return False
 
 
 def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = None) -> HotSet:

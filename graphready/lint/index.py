@@ -12,7 +12,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from graphready.lint.regions import Guards, capture_bodies, function_regions
+from graphready.lint.regions import Guards, capture_bodies, falsy_when_captured, function_regions
 from graphready.lint.resolve import ImportMap
 from graphready.lint.torchnames import FACTORIES, TENSOR, annotation_kind
 
@@ -54,9 +54,15 @@ class FunctionInfo:
     calls: list[CallSite] = field(default_factory=list)
     excluded: list[tuple[int, int]] = field(default_factory=list)
     memo: list[tuple[int, str]] = field(default_factory=list)  # one-time-init tests: (line, state guarded)
+    cold_spans: list[tuple[int, int, int, int]] = field(default_factory=list)  # eager-only operands
     capture_bodies: list[tuple[int, int]] = field(default_factory=list)
     mentions_graph: bool = False
     declares_global: bool = False
+
+    def short_circuits(self, line: int, column: int) -> bool:
+        """The position is in an operand that only runs eagerly (`meta is not None and meta.flag.any()`)."""
+        return any((start, start_col) <= (line, column) < (end, end_col)
+                   for start, start_col, end, end_col in self.cold_spans)
 
     def excludes(self, line: int) -> bool:
         """The line is in a debug guard, a non-capturing branch or memoized init: not hot."""
@@ -317,7 +323,11 @@ class _ModuleIndexer:
         global_names = {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
         def_line = self.lines[node.lineno - 1] if node.lineno - 1 < len(self.lines) else ""
         guards = (outer or self.guards).with_aliases(body_nodes, self.names)
-        regions = function_regions(node, guards, self.names, global_names)
+        regions = function_regions(node, guards, self.names, global_names, body_nodes)
+        dead_when_captured = falsy_when_captured(body_nodes, regions.excluded)
+        if dead_when_captured:
+            guards = Guards.of(guards.eager_if | dead_when_captured, guards.captured_if)
+            regions = function_regions(node, guards, self.names, global_names, body_nodes)
         info = FunctionInfo(
             key=f"{self.index.module}:{qualname}",
             qualname=qualname,
@@ -332,6 +342,7 @@ class _ModuleIndexer:
             returns_tensor=node.returns is not None and annotation_kind(ast.unparse(node.returns)) == TENSOR,
             excluded=regions.excluded,
             memo=regions.memo,
+            cold_spans=regions.cold_spans,
             capture_bodies=capture_bodies(body_nodes, self.names),
             declares_global=bool(global_names),
         )

@@ -24,6 +24,7 @@ from graphready.lint.resolve import ImportMap
 from graphready.lint.torchnames import is_tensor_callee
 
 CAPTURING = "torch.cuda.is_current_stream_capturing"
+NO_CUDA_WHEN_FALSE = {CAPTURING, "torch.cuda.is_available"}  # false: not capturing, or no GPU at all
 GRAPH_CONTEXT = "torch.cuda.graph"
 TENSOR_METHODS = {"to", "cuda", "contiguous", "clone", "t", "float", "half", "bfloat16", "view", "reshape",
                   "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "pin_memory"}
@@ -111,7 +112,7 @@ def _eager_when(test: ast.AST, truth: bool, guards: Guards, names: ImportMap) ->
         parts = [_eager_when(v, truth, guards, names) for v in test.values]
         either = isinstance(test.op, ast.And) == truth
         return any(parts) if either else all(parts)
-    if not truth and isinstance(test, ast.Call) and names.resolve(test.func) == CAPTURING:
+    if not truth and isinstance(test, ast.Call) and names.resolve(test.func) in NO_CUDA_WHEN_FALSE:
         return True
     if isinstance(test, ast.Compare):
         return _compare_eager(test, truth, guards)
@@ -157,15 +158,18 @@ def memo_state(test: ast.AST) -> str | None:
 
 
 def _cached_state(test: ast.AST) -> str | None:
-    """The state a cache-hit test reads: `if self.x is not None:`, `if key in self.cache:` (maybe `and ...`)."""
+    """The state a cache-hit test reads: `if self.x is not None:`, `if key in self.cache:`,
+    `if cache.device == q.device:` (already converted), maybe `and ...`."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return _cached_state(test.values[0])
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        op, right = test.ops[0], test.comparators[0]
+        op, left, right = test.ops[0], test.left, test.comparators[0]
         if isinstance(op, ast.IsNot) and isinstance(right, ast.Constant) and right.value is None:
-            return ast.unparse(test.left)
+            return ast.unparse(left)
         if isinstance(op, ast.In):
             return ast.unparse(right)
+        if isinstance(op, ast.Eq) and isinstance(left, ast.Attribute) and left.attr in ("device", "dtype", "shape"):
+            return ast.unparse(left.value)
     return None
 
 
@@ -223,10 +227,12 @@ class Regions:
 
     excluded: list[tuple[int, int]] = field(default_factory=list)  # lines that never run in a graph
     memo: list[tuple[int, str]] = field(default_factory=list)  # (line of the one-time test, state it guards)
+    # operands evaluated only eagerly: `B` in `if meta is not None and B:` when `meta` is eager-if
+    cold_spans: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guards, names: ImportMap,
-                     global_names: set[str]) -> Regions:
+                     global_names: set[str], body_nodes: list[ast.AST]) -> Regions:
     regions = Regions()
     arguments = func.args
     parameters = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
@@ -268,7 +274,44 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
                 visit(case.body)
 
     visit(func.body)
+    regions.cold_spans = _short_circuited(body_nodes, guards, names)
     return regions
+
+
+def _short_circuited(body_nodes: list[ast.AST], guards: Guards, names: ImportMap) -> list[tuple[int, int, int, int]]:
+    """Spans of the operands after `A and` where A true means eager (after `A or`: A false)."""
+    spans = []
+    for node in body_nodes:
+        if isinstance(node, ast.BoolOp):
+            truth = isinstance(node.op, ast.And)
+            for position, value in enumerate(node.values[:-1]):
+                if _eager_when(value, truth, guards, names):
+                    for later in node.values[position + 1:]:
+                        spans.append((later.lineno, later.col_offset, later.end_lineno or later.lineno,
+                                      later.end_col_offset or 0))
+                    break
+    return spans
+
+
+def falsy_when_captured(body_nodes: list[ast.AST], excluded: list[tuple[int, int]]) -> set[str]:
+    """Variables set from the device only on eager lines and to False/None/0 on every captured one
+    (`if not capturing: any_visual = mask.any() else: any_visual = False`): their true branch is eager."""
+    def cold(node: ast.AST) -> bool:
+        return any(start <= node.lineno <= end for start, end in excluded)
+
+    verdict: dict[str, tuple[bool, bool]] = {}  # name -> (every hot value falsy, some value on a cold line)
+    for node in body_nodes:
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                falsy, eager = verdict.get(target.id, (True, False))
+                if cold(node):
+                    verdict[target.id] = (falsy, True)
+                else:
+                    constant = isinstance(node.value, ast.Constant) and not node.value.value
+                    verdict[target.id] = (falsy and constant, eager)
+    return {name for name, (falsy, eager) in verdict.items() if falsy and eager}
 
 
 def capture_bodies(body_nodes: list[ast.AST], names: ImportMap) -> list[tuple[int, int]]:

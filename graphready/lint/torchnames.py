@@ -23,6 +23,7 @@ NON_TENSOR_TORCH_PREFIXES = (
     "torch.cuda.", "torch.backends.", "torch.distributed.", "torch.jit.", "torch.compiler.",
     "torch._dynamo.", "torch.library.", "torch.utils.", "torch.autograd.", "torch.testing.",
     "torch.fx.", "torch.profiler.", "torch.nn.Module", "torch.multiprocessing.", "torch.export.",
+    "torch.accelerator.", "torch.xpu.", "torch.mps.", "torch.npu.", "torch.version.",
 )
 FACTORIES = {
     "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "rand", "randn", "randint",

@@ -14,6 +14,8 @@ CAPTURING = "torch.cuda.is_current_stream_capturing"
 
 
 def _names_in(node: cst.CSTNode | None) -> set[str]:
+    """Names a value carries along: `x`, `(x, y)`, `{"k": x}`, and arguments packed into an object
+    (`Meta(graph=g, output_buffer=out)`)."""
     if node is None:
         return set()
     if isinstance(node, cst.Name):
@@ -23,6 +25,8 @@ def _names_in(node: cst.CSTNode | None) -> set[str]:
     if isinstance(node, cst.Dict):
         return set().union(*(_names_in(e.value) for e in node.elements if isinstance(e, cst.DictElement))) \
             if node.elements else set()
+    if isinstance(node, cst.Call):
+        return set().union(*(_names_in(a.value) for a in node.args)) if node.args else set()
     return set()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from graphready.lint.context import RuleContext
+from graphready.lint.cstwalk import nodes
 from graphready.lint.rules.base import Rule
 from graphready.lint.tensors import device_kind, positional, keyword
 
@@ -60,8 +61,18 @@ class ImplicitScalar(Rule):
             ctx.report(node, "formatting a tensor in an f-string reads its values on the host")
 
     def visit_For(self, node: cst.For, ctx: RuleContext) -> None:
-        if ctx.env.is_tensor(node.iter):
-            ctx.report(node.iter, "iterating a tensor on the host reads every element (one sync each)")
+        """`for e in t:` itself only unbinds views (no sync); using `e` as a Python index reads it."""
+        if not (isinstance(node.target, cst.Name) and ctx.env.is_tensor(node.iter)):
+            return
+        name = node.target.value
+        for use in nodes(node.body):
+            if isinstance(use, cst.Subscript) and not ctx.env.is_tensor(use.value) and any(
+                isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name) and e.slice.value.value == name
+                for e in use.slice
+            ):
+                ctx.report(node.iter, f"each `{name}` from this tensor is a device value; indexing a Python "
+                                      f"container with it reads it on the host (one sync per element)")
+                return
 
 
 BRANCH_CALLS = {"torch.equal", "torch.allclose"}
