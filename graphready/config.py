@@ -83,9 +83,10 @@ def _check_exclude_root(pattern: str) -> str:
 
 
 def _check_guard(key: str, name: str) -> str:
-    if not name.isidentifier():
+    bare = name.replace("*", "x").replace("?", "x")
+    if not bare.isidentifier():
         raise ConfigError(f"[tool.graphready] {key} entry {name!r} must be a bare name (a call, attribute or"
-                          " variable name such as 'is_extend' or 'VERBOSE')")
+                          " variable name such as 'is_extend' or 'VERBOSE'), or a glob of one ('SGLANG_TRACE_*')")
     return name
 
 

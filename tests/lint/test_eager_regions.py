@@ -1,0 +1,208 @@
+"""Code that only runs eagerly, as engines write it: each idiom (taken from SGLang/vLLM code) stays
+quiet, and its twin, where the same hazard is on the captured path, is reported."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+GUARDS = {
+    "hot-paths": ["*:*.forward"],
+    "eager-if": ["is_extend", "EXTEND", "visual_token_mask", "SGLANG_*VERIFY*"],
+    "captured-if": ["get_is_capture_mode", "is_cuda", "DECODE"],
+}
+
+HEADER = """\
+import torch
+from engine import envs, get_is_capture_mode, ForwardMode
+
+"""
+
+CASES = {
+    # ernie45_moe_vl: a capture-mode flag held in a variable, and flags forced to False while capturing
+    "capture flag in a variable": ("""
+        class MoE:
+            def forward(self, h: torch.Tensor, mask: torch.Tensor):
+                capturing = get_is_capture_mode()
+                if mask is not None and not capturing:
+                    any_visual = mask.any()
+                else:
+                    any_visual = False
+                if any_visual:
+                    return h[mask]
+                return h
+        """, """
+        class MoE:
+            def forward(self, h: torch.Tensor, mask: torch.Tensor):
+                capturing = get_is_capture_mode()
+                if mask is not None and capturing:
+                    any_visual = mask.any()
+                else:
+                    any_visual = False
+                if any_visual:
+                    return h[mask]
+                return h
+        """, {"GR103"}),
+    # gdn_backend: a module-level debug switch read once from the environment, matched by a glob
+    "env switch in a global": ("""
+        _VERIFY = envs.SGLANG_GDN_VERIFY_REAL_TENSORS.get()
+
+        class Backend:
+            def forward(self, idx: torch.Tensor):
+                check = _VERIFY and idx.numel() > 0
+                if check:
+                    assert bool(torch.any(idx < 0).item()) is False
+                return idx
+        """, """
+        _VERIFY = envs.SGLANG_GDN_LOG_LAYER_HITS.get()
+
+        class Backend:
+            def forward(self, idx: torch.Tensor):
+                check = _VERIFY and idx.numel() > 0
+                if check:
+                    assert bool(torch.any(idx < 0).item()) is False
+                return idx
+        """, {"GR101"}),
+    # gemma3_mm: a prefill-only helper called under `forward_mode == ForwardMode.EXTEND`
+    "enum member compared": ("""
+        class Model:
+            def forward(self, ids: torch.Tensor, batch):
+                if batch.forward_mode == ForwardMode.EXTEND and batch.has_images():
+                    self.prepare_masks(ids)
+                return ids
+
+            def prepare_masks(self, ids: torch.Tensor):
+                return ids[: int(ids.max())]
+        """, """
+        class Model:
+            def forward(self, ids: torch.Tensor, batch):
+                if batch.forward_mode == ForwardMode.DECODE:
+                    self.prepare_masks(ids)
+                return ids
+
+            def prepare_masks(self, ids: torch.Tensor):
+                return ids[: int(ids.max())]
+        """, {"GR102"}),
+    # dsa_indexer / qsa kernel: an early return taken while capturing (or on CUDA) leaves the rest eager
+    "early exit when capturing": ("""
+        class Indexer:
+            def forward(self, seq_lens: torch.Tensor, logits: torch.Tensor):
+                if get_is_capture_mode():
+                    return logits
+                if logits.is_cuda:
+                    raise ValueError("unsupported")
+                return logits[: int(seq_lens.max().item())]
+        """, """
+        class Indexer:
+            def forward(self, seq_lens: torch.Tensor, logits: torch.Tensor):
+                if not get_is_capture_mode():
+                    return logits
+                return logits[: int(seq_lens.max().item())]
+        """, {"GR101"}),
+    # muse_spark: `torch.cuda.is_available() and is_current_stream_capturing()` early return
+    "capturing check with is_available": ("""
+        class Experts:
+            def forward(self, topk_ids: torch.Tensor, x: torch.Tensor):
+                if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+                    return self.capturable(x)
+                return topk_ids.nonzero()
+
+            def capturable(self, x: torch.Tensor):
+                return x
+        """, """
+        class Experts:
+            def forward(self, topk_ids: torch.Tensor, x: torch.Tensor):
+                if torch.cuda.is_available() and not torch.cuda.is_current_stream_capturing():
+                    return self.capturable(x)
+                return topk_ids.nonzero()
+
+            def capturable(self, x: torch.Tensor):
+                return x
+        """, {"GR201"}),
+    # ernie45_vl_moe (vLLM): the device read is short-circuited by an eager-only operand
+    "short-circuited operand": ("""
+        class MoE:
+            def forward(self, h: torch.Tensor, visual_token_mask: torch.Tensor | None):
+                if visual_token_mask is not None and visual_token_mask.all():
+                    return h * 2
+                return h
+        """, """
+        class MoE:
+            def forward(self, h: torch.Tensor, text_mask: torch.Tensor | None):
+                if text_mask is not None and text_mask.all():
+                    return h * 2
+                return h
+        """, {"GR103"}),
+    # moondream3-style fallback: a handler only runs after an exception, which fails a capture anyway
+    "except handler": ("""
+        class MoE:
+            def forward(self, ids: torch.Tensor, x: torch.Tensor):
+                try:
+                    return self.fused(x)
+                except RuntimeError:
+                    return x[: int(ids.sum())]
+
+            def fused(self, x: torch.Tensor):
+                return x
+        """, """
+        class MoE:
+            def forward(self, ids: torch.Tensor, x: torch.Tensor):
+                try:
+                    return x[: int(ids.sum())]
+                except RuntimeError:
+                    return x
+        """, {"GR102"}),
+    # qsa_indexer / vLLM rotary: a cache-hit return before one-time work stored on self
+    "cache hit before one-time work": ("""
+        class Rotary:
+            def forward(self, q: torch.Tensor):
+                cache = self._axis_map
+                if cache is not None and cache.device == q.device:
+                    return cache
+                self._axis_map = torch.tensor([0, 1, 2], device=q.device)
+                return self._axis_map
+        """, """
+        class Rotary:
+            def forward(self, q: torch.Tensor):
+                cache = self._axis_map
+                if cache is not None and cache.device == q.device:
+                    return cache
+                return torch.tensor([0, 1, 2], device=q.device)
+        """, {"GR302"}),
+}
+
+
+def _source(body: str) -> str:
+    return HEADER + textwrap.dedent(body)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_eager_only_idiom_is_quiet_and_its_captured_twin_is_reported(lint_project, name):
+    eager, captured, rules = CASES[name]
+    quiet = lint_project({"pkg/eager.py": _source(eager)}, GUARDS)
+    assert [f for f in quiet.findings if f.severity.name in ("ERROR", "WARNING")] == []
+    loud = lint_project({"pkg/captured.py": _source(captured)}, GUARDS)
+    assert {f.rule for f in loud.findings if f.severity.name in ("ERROR", "WARNING")} == rules
+
+
+def test_one_time_work_after_a_cache_hit_is_lazy_init(lint_project):
+    """The cold rest of the function is not silence: GR603 says the first call does the work."""
+    result = lint_project({"pkg/eager.py": _source(CASES["cache hit before one-time work"][0])}, GUARDS)
+    assert [(f.rule, f.severity.name) for f in result.findings] == [("GR603", "INFO")]
+    assert "`cache` is initialised on the step's first call" in result.findings[0].message
+
+
+def test_exclude_roots_last_matching_entry_decides(lint_project):
+    files = {"pkg/mindspore.py": _source("""
+        class MindSporeForCausalLM:
+            def forward(self, x: torch.Tensor):
+                return x[: int(x.sum())]
+        """), "pkg/qwen_audio.py": _source("""
+        class QwenAudioForCausalLM:
+            def forward(self, x: torch.Tensor):
+                return x[: int(x.sum())]
+        """)}
+    table = {"hot-paths": ["*:*.forward"], "exclude-roots": ["*mindspore*", "*audio*", "!*:*ForCausalLM", "*mindspore*"]}
+    result = lint_project(files, table)
+    assert {f.path for f in result.findings} == {"pkg/qwen_audio.py"}
