@@ -123,7 +123,10 @@ _STATUS_COLORS = {"pass": "#1a7f37", "fail": "#bc4c00", "error": "#cf222e"}
 def _legend(panel: Panel) -> str:
     swatches = []
     x = 0
-    for label, color in ((panel.eager_label, EAGER), (panel.graph_label, GRAPH)):
+    keys = [(panel.eager_label, EAGER), (panel.graph_label, GRAPH)]
+    if any(row.graph_color == ESCAPED for row in panel.rows):
+        keys.append(("kernels escaped", ESCAPED))
+    for label, color in keys:
         swatches.append(f'<rect x="{x}" y="4" width="12" height="12" rx="2" fill="{color}"/>'
                         f'<text x="{x + 17}" y="14" fill="#59636e">{html.escape(label)}</text>')
         x += 17 + 7 * len(label) + 18

@@ -42,6 +42,7 @@ th { background: #f6f8fa; font-size: 13px; font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 col.name { width: 22%; }
 th { overflow-wrap: normal; }
+table.units td { vertical-align: baseline; }
 @media (max-width: 640px) {
   table.units, table.units tbody, table.units td { display: block; width: 100%; }
   table.units colgroup, table.units thead { display: none; }

@@ -57,7 +57,8 @@ def _ranking(causes: list[RootCause]) -> list[str]:
              "|---:|---|---|---:|---:|---:|---|"]
     for rank, cause in enumerate(causes, 1):
         lines.append(f"| {rank} | [{cause.rule} {cause.name}](#{_anchor(rank, cause)}) | {cause.severity.label} | "
-                     f"{len(cause.items)} | {cause.seen_by_check} | {cause.fan_in} | `{_cell(first_location(cause))}` |")
+                     f"{len(cause.items)} | {cause.seen_by_check} | {'-' if cause.fan_in is None else cause.fan_in} | "
+                     f"`{_cell(first_location(cause))}` |")
     return lines + [""]
 
 

@@ -57,17 +57,18 @@ class RootCause:
         return sum(1 for item in self.items if item.evidence is not Evidence.STATIC)
 
     @property
-    def fan_in(self) -> int:
-        """Hot callers of the functions holding its findings, each function counted once."""
+    def fan_in(self) -> int | None:
+        """Hot callers of the functions holding its findings, each function counted once; None when no
+        finding recorded them (`check` findings, older lint results)."""
         callers: dict[str, int] = {}
         for item in self.items:
             f = item.finding
             if f.hot_callers is not None:
                 callers[f"{f.path}|{f.hot_chain[-1] if f.hot_chain else f.line}"] = f.hot_callers
-        return sum(callers.values())
+        return sum(callers.values()) if callers else None
 
     def rank_key(self) -> tuple:
-        return (-self.severity, -self.seen_by_check, -self.fan_in, -len(self.items), self.rule)
+        return (-self.severity, -self.seen_by_check, -(self.fan_in or 0), -len(self.items), self.rule)
 
 
 @dataclass

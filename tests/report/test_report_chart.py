@@ -3,7 +3,7 @@
 import re
 import xml.etree.ElementTree as ET
 
-from graphready.report.chart import ESCAPED, GRAPH, unit_panels
+from graphready.report.chart import ESCAPED, GRAPH, panel_svg, unit_panels
 from graphready.report.html import render_html
 from graphready.report.inputs import load_result
 from graphready.report.markdown import render_markdown
@@ -81,3 +81,13 @@ def test_no_recorded_number_means_no_chart():
     assert [p.title for p in only_kernels] == ["Kernels per step"]
     page_without_units = render_html(build_triage([]))
     assert "<svg" not in page_without_units
+
+
+def test_the_legend_names_escaped_kernels_only_when_some_escaped():
+    def legend(units):
+        (kernels,) = [p for p in unit_panels(units) if p.title == "Kernels per step"]
+        return [t.text for t in ET.fromstring(panel_svg(kernels)).iter("text")][:3]
+
+    assert legend([{"name": "u", "status": "fail", "kernels": 10, "graph_kernels": 7}]) == [
+        "eager", "in the graph", "kernels escaped"]
+    assert "kernels escaped" not in legend([{"name": "u", "status": "pass", "kernels": 10, "graph_kernels": 10}])

@@ -113,3 +113,14 @@ def test_lint_records_hot_callers_and_the_report_ranks_by_them(tmp_path):
     callers = {f["rule"]: f["hot_callers"] for f in json.loads(count_shared.read_text())["findings"]}
     assert callers == {"GR101": 1, "GR201": 2}
     assert order(load_result(count_shared)) == ["GR201", "GR101"]
+
+
+def test_fan_in_that_was_not_recorded_is_shown_as_unknown_not_zero():
+    check = ResultDocument(path=Path("check.json"), tool="check", units=[], findings=[
+        Finding("pkg/m.py", 3, 0, "GD201", "capture-failed", Severity.ERROR, "failed", unit="u")])
+    triage = build_triage([lint_doc(gr("GR101", 9, callers=0)), check], Path("."))
+    md = render_markdown(triage)
+    assert "| error | 1 | 1 | - | `pkg/m.py:3` |" in md  # GD201: check records no call graph
+    assert "| error | 1 | 0 | 0 | `pkg/m.py:9` |" in md  # GR101: recorded, and nobody hot calls it
+    page = render_html(triage)
+    assert "1 finding · 1 seen by check · start at" in page and "1 finding · 0 seen by check · 0 hot callers" in page
