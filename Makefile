@@ -2,18 +2,22 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# The CPU build is enough for the test suite; on a GPU machine use the torch you already have.
-TORCH ?= torch==2.13.0
+# torch for the tests: the CPU build is enough. A $(PYTHON) that already has torch (a GPU machine)
+# lends it to the venv instead; without the CPU wheel index, scripts/install_torch.sh falls back to
+# the configured index (README: "Quick start"). TORCH_INDEX= skips the CPU index.
+TORCH_VERSION ?= 2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+HOST_TORCH := $(shell $(PYTHON) -c "import importlib.util as u; print('yes' if u.find_spec('torch') else '')" 2>/dev/null)
 PYTEST_ARGS ?= -n 2 -q
 
 $(BIN)/graphready: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(if $(HOST_TORCH),--system-site-packages) $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
 $(VENV)/.dev: $(BIN)/graphready
-	$(BIN)/python -m pip install -q "$(TORCH)"
+	scripts/install_torch.sh $(BIN)/python "$(TORCH_VERSION)" "$(TORCH_INDEX)"
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
 

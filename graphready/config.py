@@ -178,3 +178,21 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: [tool.graphready] must be a table")
     return parse_table(table, pyproject.parent.resolve(), pyproject)
+
+
+def config_record(config: Config, select: list[str], ignore: list[str]) -> dict:
+    """The settings a run used, under their pyproject names, for the JSON summary and the report.
+
+    `select`/`ignore` are the effective lists (command line over pyproject). Empty settings are left
+    out; `file` is None when no pyproject.toml was found and the defaults applied.
+    """
+    record: dict = {"file": str(config.source) if config.source else None, "fail-on": config.fail_on.label}
+    values = {
+        "profile": config.profile, "hot-paths": config.hot_paths, "exclude-roots": config.exclude_roots,
+        "eager-if": config.eager_if, "captured-if": config.captured_if, "select": select, "ignore": ignore,
+        "severity": {code: level.label for code, level in config.severity.items()},
+        "exclude": config.exclude, "per-file-ignores": config.per_file_ignores,
+        "baseline": str(config.baseline) if config.baseline else None,
+    }
+    record.update((key, value) for key, value in values.items() if value)
+    return record

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Iterable
+
+from graphready import __version__
 
 JSON_VERSION = 1
 
@@ -58,6 +62,7 @@ class Finding:
     baselined: bool = False  # recorded in the baseline: reported, never fails the run
     evidence: Evidence | None = None
     fingerprint: str | None = None  # stable across line moves; used by baselines and reports
+    hot_callers: int | None = None  # `lint` only: hot functions that call the one holding this line
 
     def __post_init__(self) -> None:
         if self.end_line is None:
@@ -95,6 +100,8 @@ class Finding:
             data["evidence"] = self.evidence.value
         if self.fingerprint:
             data["fingerprint"] = self.fingerprint
+        if self.hot_callers is not None:
+            data["hot_callers"] = self.hot_callers
         return data
 
     @classmethod
@@ -116,7 +123,12 @@ class Finding:
             baselined=bool(data.get("baselined", False)),
             evidence=Evidence(evidence) if evidence else None,
             fingerprint=data.get("fingerprint"),
+            hot_callers=_count(data.get("hot_callers")),
         )
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def summarize(findings: Iterable[Finding], fail_on: Severity) -> dict[str, Any]:
@@ -150,11 +162,23 @@ def report_to_json(
     summary: dict[str, Any],
     units: list[dict[str, Any]] | None = None,
     tool: str = "lint",
+    root: Path | None = None,
 ) -> dict[str, Any]:
-    """The versioned JSON document written by `--format json`."""
+    """The versioned JSON document written by `--format json`.
+
+    `run` says which graphready wrote it, when, and the directory its finding paths are relative
+    to, so a report made later (or elsewhere) can show where the findings came from.
+    """
+    run: dict[str, Any] = {
+        "graphready": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    if root is not None:
+        run["root"] = str(Path(root).resolve())
     doc: dict[str, Any] = {
         "version": JSON_VERSION,
         "tool": tool,
+        "run": run,
         "findings": [f.to_json() for f in sorted(findings, key=Finding.sort_key)],
         "summary": summary,
     }

@@ -130,13 +130,27 @@ def cross_check_with_lint(findings: list, root: Path, enabled: bool | None) -> N
     mark_evidence(findings, lint_findings)
 
 
-def build_report(results: list[UnitResult], fail_on: Severity, fmt: str, root: Path, color: bool = False) -> str:
+def build_report(results: list[UnitResult], fail_on: Severity, fmt: str, root: Path, color: bool = False,
+                 settings: dict | None = None) -> str:
+    """The report in `fmt`; `settings` (what `check` was asked to do) go into the summary as `config`."""
     from graphready.output import render
 
     findings = [f for r in results for f in r.findings]
     summary = summarize(findings, fail_on)
+    if settings is not None:
+        summary["config"] = settings
     units = [r.unit_row(fail_on) for r in results]
     return render(fmt, findings, summary, tool="check", units=units, root=root, color=color)
+
+
+def check_settings(args: argparse.Namespace, fail_on: Severity, factory_kwargs: str) -> dict:
+    """What this run was asked to do, under the option names, for the JSON summary and the report."""
+    settings = {"target": args.target, "fail-on": fail_on.label, "steps": args.steps, "gpus": args.gpus,
+                "jobs": args.jobs, "timeout": args.timeout, "capture-alloc-limit-mb": args.capture_alloc_limit_mb}
+    if args.unit:
+        settings["unit"] = list(args.unit)
+    settings.update(json.loads(factory_kwargs))  # dsv4: preset, checkpoint
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--gpus {args.gpus} but this machine has {available} GPU(s)")
     results = _run_with_progress(args.target, units, options, args.gpus, args.jobs)
     cross_check_with_lint([f for r in results for f in r.findings], root, args.lint)
-    report = build_report(results, fail_on, args.format, root, color=not args.output and sys.stdout.isatty())
+    report = build_report(results, fail_on, args.format, root, color=not args.output and sys.stdout.isatty(),
+                          settings=check_settings(args, fail_on, factory_kwargs))
     if args.output:
         Path(args.output).write_text(report, encoding="utf-8")
     else:

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from graphready.config import load_config
+from graphready.config import config_record, load_config
 from graphready.errors import UsageError
 from graphready.findings import Severity, summarize
 from graphready.lint.baseline import write_baseline
@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     summary = summarize(result.findings, config.fail_on)
     summary.update(files=result.files, lines=result.lines, hot_functions=result.hot_functions,
-                   scope=result.scope, profile=config.profile)
+                   scope=result.scope, profile=config.profile,
+                   config=config_record(config, selection.select, selection.ignore))
     summary["suppressed"] = [
         {"path": f.path, "line": f.line, "rule": f.rule, "reason": f.suppression_reason or ""} for f in result.suppressed
     ]

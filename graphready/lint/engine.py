@@ -262,6 +262,7 @@ class LintRun:
             rule=hit.rule, name=doc.name if doc else hit.rule,
             severity=Severity.parse(hit.severity) if hit.severity else doc.severity if doc else Severity.ERROR,
             message=hit.message, hot_chain=list(chain or []),
+            hot_callers=len(hot.callers.get(hit.function, ())) if hit.function in hot else None,
         )
 
     def _enabled(self, rule: str, path: str) -> bool:

@@ -18,6 +18,7 @@ MAX_ALIAS_DEPTH = 8
 @dataclass
 class HotSet:
     chains: dict[str, list[str]] = field(default_factory=dict)  # function key -> root..function
+    callers: dict[str, set[str]] = field(default_factory=dict)  # function key -> who calls it hot (fan-in)
     roots: dict[str, int] = field(default_factory=dict)  # why functions are roots -> how many
     excluded: set[str] = field(default_factory=set)  # matched by exclude-roots and left cold
     unwarmed: set[str] = field(default_factory=set)  # first reached from a capture with no warm-up call
@@ -209,6 +210,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
         for site, target in captured:
             if target:
                 add(target, [f"{key} [graph capture]", target], "graph capture bodies")
+                hot.callers.setdefault(target, set()).add(key)
                 if hot.chains[target][0] == f"{key} [graph capture]":
                     (warmed_roots if target in warmed else unwarmed_roots).add(target)
     while queue:
@@ -218,6 +220,8 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
             target = project.resolve_call(caller, site)
             if target and target not in hot.chains and not project.functions[target].memoized and not cold(target):
                 add(target, [*hot.chains[key], target])
+            if target in hot.chains and target != key:
+                hot.callers.setdefault(target, set()).add(key)
     from_capture = {key: chain[1] for key, chain in hot.chains.items()
                     if len(chain) > 1 and chain[0].endswith("[graph capture]")}
     hot.unwarmed = {key for key, root in from_capture.items() if root in unwarmed_roots}

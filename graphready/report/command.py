@@ -22,11 +22,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write a Markdown report here ('-' for standard output)")
     parser.add_argument("--baseline", type=Path, metavar="FILE",
                         help="a lint baseline file: report what is new and what was fixed since it")
-    parser.add_argument("--root", type=Path, default=Path("."),
-                        help="project root the finding paths are relative to, for source snippets (default: .)")
+    parser.add_argument("--root", type=Path, metavar="DIR",
+                        help="read source snippets from here instead of the directory each results file "
+                             "records (where it was made); for results made on another machine")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.root is not None and not args.root.is_dir():
+        raise UsageError(f"--root {args.root}: no such directory")
     documents = [load_result(path) for path in args.results]
     baseline = load_baseline(args.baseline) if args.baseline else None
     triage = build_triage(documents, args.root, baseline=baseline, baseline_path=args.baseline)

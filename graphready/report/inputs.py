@@ -17,6 +17,10 @@ class ResultDocument:
     findings: list[Finding]
     units: list[dict]
     fail_on: str = "error"  # the severity at which this run's findings failed it
+    root: Path | None = None  # the directory its finding paths are relative to, as the run recorded it
+    version: str | None = None  # the graphready that wrote it
+    created: str | None = None  # when, ISO 8601
+    config: dict | None = None  # the settings the run used (`summary.config`)
 
 
 def load_result(path: Path) -> ResultDocument:
@@ -42,5 +46,13 @@ def load_result(path: Path) -> ResultDocument:
     if not isinstance(units, list) or not all(isinstance(u, dict) and "name" in u for u in units):
         raise UsageError(f"{path}: 'units' must be a list of objects with a 'name'")
     summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
+    run = data.get("run", {})
+    if not isinstance(run, dict) or not all(isinstance(run.get(k, ""), str) for k in ("root", "graphready", "created")):
+        raise UsageError(f"{path}: 'run' must be an object whose 'root', 'graphready' and 'created' are strings")
+    config = summary.get("config")
+    if config is not None and not isinstance(config, dict):
+        raise UsageError(f"{path}: 'summary.config' must be an object")
     return ResultDocument(path=path, tool=str(data.get("tool", "lint")), findings=findings, units=units,
-                          fail_on=str(summary.get("fail_on", "error")))
+                          fail_on=str(summary.get("fail_on", "error")),
+                          root=Path(run["root"]) if run.get("root") else None,
+                          version=run.get("graphready"), created=run.get("created"), config=config)

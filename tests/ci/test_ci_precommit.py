@@ -5,7 +5,6 @@ committed in tmp, so the test checks what a user would get from the next commit.
 """
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,11 @@ yaml = pytest.importorskip("yaml", reason="PyYAML comes with pre-commit (the `de
 REPO = Path(__file__).resolve().parents[2]
 GIT_IDENTITY = ["-c", "user.name=graphready tests", "-c", "user.email=tests@example.invalid",
                 "-c", "commit.gpgsign=false"]
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *GIT_IDENTITY, *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
 
 HOT_SYNC = """import torch
 from graphready import hot_path
@@ -54,31 +58,9 @@ CURRENT_STREAM_LAUNCH = DEFAULT_STREAM_LAUNCH.replace(
 ).replace("128>>>(x, n);", "128, 0, c10::cuda::getCurrentCUDAStream()>>>(x, n);")
 
 
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *GIT_IDENTITY, *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
-def snapshot_of_this_checkout(dest: Path) -> str:
-    files = git(REPO, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
-    for name in filter(None, files):
-        source = REPO / name
-        if source.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / name)
-    git(dest, "init", "-q")
-    git(dest, "add", "-A")
-    git(dest, "commit", "-q", "-m", "snapshot")
-    return git(dest, "rev-parse", "HEAD")
-
-
 @pytest.mark.slow
-def test_hook_lints_changed_files_through_pre_commit(tmp_path):
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    hook_repo = tmp_path / "graphready"
-    hook_repo.mkdir()
-    rev = snapshot_of_this_checkout(hook_repo)
+def test_hook_lints_changed_files_through_pre_commit(tmp_path, graphready_repo):
+    hook_repo, rev = graphready_repo
 
     project = tmp_path / "project"
     project.mkdir()

@@ -14,8 +14,8 @@ def test_report_writes_html_and_markdown(results, tmp_path):
     assert "a second sync &lt;b&gt;not bold&lt;/b&gt;" in page  # messages are escaped, never markup
     assert "GR101 host-sync" in page and "layers.0.mhc_post" in page
     md = md_out.read_text()
-    assert "### GR101 host-sync (error)" in md
-    assert "| layers.0.attn | pass | ok | 3.200 | 0.800 | 4.00x | 112 |" in md
+    assert "### 1. GR101 host-sync (error)" in md
+    assert "| layers.0.attn | pass | ok | 3.200 | 0.800 | 4.00x | 112 | 112 |" in md
     assert "2 confirmed, 1 static only, 1 dynamic only" in md
     assert "### New (3)" in md and "### Fixed (1)" in md and "`pkg/gone.py` GR101" in md
     assert "  >7 |     peak = x.abs().max().item()" in md
