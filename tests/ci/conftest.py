@@ -11,7 +11,7 @@ GIT_IDENTITY = ["-c", "user.name=graphready tests", "-c", "user.email=tests@exam
                 "-c", "commit.gpgsign=false"]
 
 
-def _git(cwd: Path, *args: str) -> str:
+def run_git(cwd: Path, *args: str) -> str:
     done = subprocess.run(["git", *GIT_IDENTITY, *args], cwd=cwd, capture_output=True, text=True, check=True)
     return done.stdout.strip()
 
@@ -24,13 +24,19 @@ def graphready_repo(tmp_path: Path) -> tuple[Path, str]:
         pytest.skip("git is not installed")
     dest = tmp_path / "graphready"
     dest.mkdir()
-    files = _git(REPO, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
+    files = run_git(REPO, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
     for name in filter(None, files):
         source = REPO / name
         if source.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
-    _git(dest, "init", "-q", "-b", "main")
-    _git(dest, "add", "-A")
-    _git(dest, "commit", "-q", "-m", "snapshot")
-    return dest, _git(dest, "rev-parse", "HEAD")
+    run_git(dest, "init", "-q", "-b", "main")
+    run_git(dest, "add", "-A")
+    run_git(dest, "commit", "-q", "-m", "snapshot")
+    return dest, run_git(dest, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def git():
+    """`git(cwd, *args)`: run git with a fixed identity, return its stdout."""
+    return run_git

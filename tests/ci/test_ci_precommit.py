@@ -14,14 +14,6 @@ import pytest
 yaml = pytest.importorskip("yaml", reason="PyYAML comes with pre-commit (the `dev` extra)")
 
 REPO = Path(__file__).resolve().parents[2]
-GIT_IDENTITY = ["-c", "user.name=graphready tests", "-c", "user.email=tests@example.invalid",
-                "-c", "commit.gpgsign=false"]
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *GIT_IDENTITY, *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
 HOT_SYNC = """import torch
 from graphready import hot_path
 
@@ -59,7 +51,7 @@ CURRENT_STREAM_LAUNCH = DEFAULT_STREAM_LAUNCH.replace(
 
 
 @pytest.mark.slow
-def test_hook_lints_changed_files_through_pre_commit(tmp_path, graphready_repo):
+def test_hook_lints_changed_files_through_pre_commit(tmp_path, graphready_repo, git):
     hook_repo, rev = graphready_repo
 
     project = tmp_path / "project"

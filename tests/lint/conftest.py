@@ -24,3 +24,21 @@ def lint_project(tmp_path: Path):
         return lint(config, [tmp_path / p for p in paths] if paths else [tmp_path], selection, use_cache=False)
 
     return run
+
+
+@pytest.fixture
+def project_tree(tmp_path: Path):
+    """project_tree({"pkg/mod.py": "..."}) -> configure(table_text) -> the project root, whose
+    pyproject.toml holds `[tool.graphready]` + table_text (for tests that run the CLI)."""
+
+    def make(files: dict[str, str]):
+        for rel, text in files.items():
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_text(text)
+
+        def configure(table: str) -> Path:
+            (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n" + table)
+            return tmp_path
+        return configure
+
+    return make

@@ -18,17 +18,8 @@ def step(x: torch.Tensor):
 
 
 @pytest.fixture
-def project(tmp_path):
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "mod.py").write_text(CODE)
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "t.py").write_text(CODE)
-
-    def configure(table: str):
-        (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n" + table)
-        return tmp_path
-
-    return configure
+def project(project_tree):
+    return project_tree({"pkg/mod.py": CODE, "tests/t.py": CODE})
 
 
 def _rules(capsys) -> list[str]:

@@ -96,14 +96,8 @@ def test_debug_guards_is_an_alias_of_eager_if(lint_project):
 
 
 @pytest.fixture
-def project(tmp_path):
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "model.py").write_text(MODEL)
-
-    def configure(table: str):
-        (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n" + table)
-        return tmp_path
-    return configure
+def project(project_tree):
+    return project_tree({"pkg/model.py": MODEL})
 
 
 @pytest.mark.parametrize(("table", "message"), [
