@@ -17,7 +17,8 @@ HOT = "import torch\nfrom graphready import hot_path\n\n\n@hot_path\ndef step(x:
 
 
 @pytest.fixture
-def project(tmp_path):
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # finding paths are relative to where lint runs
     (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n")
     (tmp_path / "clean.py").write_text(HOT + "    return x * 2\n")
     return tmp_path
@@ -47,11 +48,11 @@ def test_json_contract(project, capsys):
     (project / "pkg" / "dirty.py").write_text(HOT + "    return x.item()\n")
     assert main(["lint", str(project / "pkg"), "--no-cache", "--format", "json"]) == 1
     doc = json.loads(capsys.readouterr().out)
-    assert doc["version"] == 1
+    assert doc["version"] == 2
     (finding,) = doc["findings"]
     assert set(finding) >= {"path", "line", "column", "end_line", "end_column", "rule", "name", "severity",
                             "message", "hot_chain"}
-    assert (finding["path"], finding["line"], finding["column"], finding["end_column"]) == ("pkg/dirty.py", 7, 11, 19)
+    assert (finding["path"], finding["line"], finding["column"], finding["end_column"]) == ("pkg/dirty.py", 7, 12, 20)  # 1-based
     assert (finding["rule"], finding["name"], finding["severity"]) == ("GR101", "host-sync", "error")
     assert finding["hot_chain"] == ["pkg.dirty:step"]
     assert doc["summary"]["failing"] == 1 and doc["summary"]["by_rule"] == {"GR101": 1}

@@ -18,7 +18,8 @@ def step(x: torch.Tensor):
 
 
 @pytest.fixture
-def project(tmp_path):
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # finding paths are relative to where lint runs
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "mod.py").write_text(CODE)
     (tmp_path / "tests").mkdir()
