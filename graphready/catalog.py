@@ -143,6 +143,9 @@ def lint_codes() -> list[str]:
     return sorted(code for code, doc in load_catalog().items() if doc.kind == "lint")
 
 
+LOOKALIKES = str.maketrans({"O": "0", "o": "0", "I": "1", "l": "1", "L": "1"})
+
+
 def check_code(code: str, where: str, prefix: bool = True) -> str:
     """`code` itself, or a UsageError naming `where` it was written and the nearest real code.
 
@@ -152,7 +155,8 @@ def check_code(code: str, where: str, prefix: bool = True) -> str:
     codes = lint_codes()
     if code in codes or (prefix and (code == "ALL" or (code.startswith("GR") and any(c.startswith(code) for c in codes)))):
         return code
-    nearest = difflib.get_close_matches(code, codes, n=1, cutoff=0.0)
+    lookalike = code.translate(LOOKALIKES)  # GR1O1 and GR10l are typos of GR101
+    nearest = [lookalike] if lookalike in codes else difflib.get_close_matches(code, codes, n=1, cutoff=0.0)
     kind = "rule code or prefix" if prefix else "rule code"
     hint = f"; did you mean {nearest[0]}?" if nearest else ""
     raise UsageError(f"{where}: unknown {kind} {code!r}{hint} (`graphready rules` lists them)")

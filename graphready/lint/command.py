@@ -90,8 +90,7 @@ def run(args: argparse.Namespace) -> int:
     result = lint_projects(paths, args.config, prepare, jobs=jobs, use_cache=not args.no_cache)
     for path in result.skipped:
         print(f"graphready lint: skipped {path}: not a {', '.join(SOURCE_SUFFIXES)} file", file=sys.stderr)
-    files = sum(p.result.files for p in result.projects)
-    if files == 0:
+    if not any(p.result.requested for p in result.projects):
         raise UsageError(f"no {', '.join(SOURCE_SUFFIXES)} files to lint in {', '.join(map(str, paths))}"
                          " (after `exclude` and the default exclusions such as .venv and build)")
     if args.write_baseline is not None:

@@ -53,6 +53,7 @@ class LintResult:
     scope: dict = field(default_factory=dict)  # HotSet.scope(): how many functions are hot and why
     nested: list[Path] = field(default_factory=list)  # projects of their own under the given paths
     skipped: list[Path] = field(default_factory=list)  # named files that are not .py/.cu/.cuh
+    requested: int = 0  # source files under the given paths, read or not
 
 
 @dataclass
@@ -205,6 +206,7 @@ class LintRun:
             scope=hot.scope(),
             nested=found.nested,
             skipped=found.skipped,
+            requested=len(requested),
         )
 
     def _check_roots(self, project: Project) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass, field
 
 from graphready.lint.deep import python_limits
@@ -430,7 +431,8 @@ def _first_line(stmt: ast.stmt) -> int:
 
 def index_module(module: str, path: str, source: str, guards: Guards, is_package: bool = False) -> ModuleIndex:
     try:
-        with python_limits():
+        with python_limits(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # `1()` or "\d" in the user's code is not ours to print
             tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
         index = ModuleIndex(module=module, path=path)
