@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 import hypothesmith
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from graphready.config import parse_table
@@ -32,7 +33,8 @@ def _as_hot_body(source: str) -> str | None:
     return body
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
+@pytest.mark.filterwarnings("ignore::SyntaxWarning")  # hypothesmith compiles what it generates
+@settings(max_examples=100, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
 @given(source=hypothesmith.from_grammar())
 def test_lint_never_raises_on_generated_python(source):
