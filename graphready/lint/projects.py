@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from graphready.config import Config, load_config
+from graphready.errors import InternalError
 from graphready.findings import Finding
 from graphready.lint.engine import LintResult, Selection, lint
 from graphready.lint.files import absolute, display
@@ -69,8 +70,13 @@ def lint_projects(paths: list[Path], config_file: Path | None, prepare: Callable
     while pending:
         config, project_paths = pending.pop(0)
         selection = prepare(config)
-        result = lint(config, project_paths, selection, jobs=jobs, use_cache=use_cache,
-                      split=config_file is None)
+        try:
+            result = lint(config, project_paths, selection, jobs=jobs, use_cache=use_cache,
+                          split=config_file is None)
+        except InternalError as exc:  # name the file as the user would type it
+            if exc.path:
+                exc.path = shown_path(absolute(config.root / exc.path), cwd)
+            raise
         for finding in result.findings + result.suppressed:
             finding.path = shown_path(absolute(config.root / finding.path), cwd)
         run.projects.append(ProjectResult(config, result))

@@ -21,7 +21,9 @@ def test_internal_error_is_exit_3_naming_the_file(tmp_path, monkeypatch, capsys,
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n")
     for n in range(9):  # enough files for the process pool
-        (tmp_path / f"mod{n}.py").write_text(HOT)
+        (tmp_path / "src" / f"mod{n}.py").parent.mkdir(exist_ok=True)
+        (tmp_path / "src" / f"mod{n}.py").write_text(HOT)
+    monkeypatch.chdir(tmp_path / "src")  # the file is named relative to where lint runs
     monkeypatch.setattr(analyzer, "analyze_file", _broken_rules)
     assert main(["lint", "--no-cache", "-j", jobs]) == EXIT_INTERNAL
     err = capsys.readouterr().err
