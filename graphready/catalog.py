@@ -157,6 +157,6 @@ def check_code(code: str, where: str, prefix: bool = True) -> str:
         return code
     lookalike = code.translate(LOOKALIKES)  # GR1O1 and GR10l are typos of GR101
     nearest = [lookalike] if lookalike in codes else difflib.get_close_matches(code, codes, n=1, cutoff=0.0)
-    kind = "rule code or prefix" if prefix else "rule code"
+    kind = "rule code or prefix" if prefix else "rule code (a full code: no prefixes here)"
     hint = f"; did you mean {nearest[0]}?" if nearest else ""
     raise UsageError(f"{where}: unknown {kind} {code!r}{hint} (`graphready rules` lists them)")

@@ -41,6 +41,9 @@ def write_output(path: Path, text: str, what: str) -> None:
     """Write a file the user named, or a UsageError that says why it cannot be written."""
     if path.is_dir():
         raise UsageError(f"cannot write the {what} to {path}: it is a directory (name a file in it)")
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise UsageError(f"cannot write the {what} to {path}: {blocker} is a file, not a directory")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
