@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graphready.errors import UsageError
-from graphready.findings import JSON_VERSION, READABLE_JSON_VERSIONS, Finding
+from graphready.findings import READABLE_JSON_VERSIONS, Finding
 
 
 @dataclass
