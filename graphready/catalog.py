@@ -6,6 +6,7 @@ The catalog is the single source of truth for a rule's name, default severity an
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 import tomllib
@@ -136,3 +137,26 @@ def load_catalog() -> dict[str, RuleDoc]:
             raise CatalogError(f"{path.name}: code {doc.code} does not match the file name")
         rules[doc.code] = doc
     return rules
+
+
+def lint_codes() -> list[str]:
+    return sorted(code for code, doc in load_catalog().items() if doc.kind == "lint")
+
+
+LOOKALIKES = str.maketrans({"O": "0", "o": "0", "I": "1", "l": "1", "L": "1"})
+
+
+def check_code(code: str, where: str, prefix: bool = True) -> str:
+    """`code` itself, or a UsageError naming `where` it was written and the nearest real code.
+
+    With `prefix`, a leading part of codes (`GR`, `GR3`, `GR30`) and `ALL` are accepted too."""
+    from graphready.errors import UsageError
+
+    codes = lint_codes()
+    if code in codes or (prefix and (code == "ALL" or (code.startswith("GR") and any(c.startswith(code) for c in codes)))):
+        return code
+    lookalike = code.translate(LOOKALIKES)  # GR1O1 and GR10l are typos of GR101
+    nearest = [lookalike] if lookalike in codes else difflib.get_close_matches(code, codes, n=1, cutoff=0.0)
+    kind = "rule code or prefix" if prefix else "rule code (a full code: no prefixes here)"
+    hint = f"; did you mean {nearest[0]}?" if nearest else ""
+    raise UsageError(f"{where}: unknown {kind} {code!r}{hint} (`graphready rules` lists them)")

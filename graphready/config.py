@@ -1,4 +1,4 @@
-"""`[tool.graphready]` in pyproject.toml: found upward from the first path, like ruff.
+"""`[tool.graphready]` in pyproject.toml: the nearest one above each file, like ruff.
 
 A `profile` (built-in TOML under `graphready/profiles/`) supplies an engine's roots, exclusions
 and eager-only predicates; the project's own lists are added to the profile's.
@@ -41,6 +41,8 @@ class Config:
     fail_on: Severity = Severity.WARNING
     check_targets: list[str] = field(default_factory=list)
     source: Path | None = None  # the pyproject.toml it came from, if any
+    configured: bool = False  # the source has a [tool.graphready] table
+    own_hot_paths: list[str] = field(default_factory=list)  # hot-paths written in the table, not by a profile
 
     def fingerprint(self) -> str:
         """The settings that change what the per-file analysis produces (part of cache keys)."""
@@ -109,8 +111,14 @@ def _apply_profile(config: Config, name: object) -> None:
     config.captured_if = list(profile.get("captured-if", []))
 
 
+def _codes(key: str, value: object, prefix: bool = True) -> list[str]:
+    from graphready.catalog import check_code
+
+    return [check_code(code, f"[tool.graphready] {key}", prefix) for code in _str_list(key, value)]
+
+
 def parse_table(table: dict, root: Path, source: Path | None) -> Config:
-    config = Config(root=root, source=source)
+    config = Config(root=root, source=source, configured=True)
     if "profile" in table:
         _apply_profile(config, table["profile"])
     for key, value in table.items():
@@ -120,23 +128,25 @@ def parse_table(table: dict, root: Path, source: Path | None) -> Config:
             entries = _str_list(key, value)
             if key == "hot-paths":
                 entries = [_check_hot_path(p) for p in entries]
+                config.own_hot_paths = list(entries)
             elif key == "exclude-roots":
                 entries = [_check_exclude_root(p) for p in entries]
             else:
                 entries = [_check_guard(key, name) for name in entries]
             getattr(config, LIST_KEYS[key]).extend(entries)
         elif key in ("select", "ignore"):
-            setattr(config, key, _str_list(key, value))
+            setattr(config, key, _codes(key, value))
         elif key == "severity":
             if not isinstance(value, dict):
                 raise ConfigError("[tool.graphready] severity must be a table of CODE = \"level\"")
-            config.severity = {code: _severity(f"severity.{code}", level) for code, level in value.items()}
+            config.severity = {_codes("severity", [code], prefix=False)[0]: _severity(f"severity.{code}", level)
+                               for code, level in value.items()}
         elif key == "exclude":
             config.exclude = _str_list(key, value)
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
                 raise ConfigError("[tool.graphready] per-file-ignores must be a table of \"glob\" = [codes]")
-            config.per_file_ignores = {glob: _str_list(f"per-file-ignores.{glob}", codes) for glob, codes in value.items()}
+            config.per_file_ignores = {glob: _codes(f"per-file-ignores.{glob!r}", codes) for glob, codes in value.items()}
         elif key == "baseline":
             if not isinstance(value, str):
                 raise ConfigError(f"[tool.graphready] baseline must be a path string, got {value!r}")
@@ -152,14 +162,27 @@ def parse_table(table: dict, root: Path, source: Path | None) -> Config:
     return config
 
 
+def is_project_dir(directory: Path) -> bool:
+    """`directory` holds a pyproject.toml with a [tool.graphready] table (one that cannot be read
+    counts, so that loading it reports the problem)."""
+    pyproject = directory / "pyproject.toml"
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return True
+    tool = data.get("tool")
+    return isinstance(tool, dict) and "graphready" in tool
+
+
 def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml above `start` with a [tool.graphready] table, else the nearest
+    pyproject.toml (it still marks the project root that module names are dotted from)."""
     start = start.resolve()
     directory = start if start.is_dir() else start.parent
-    for candidate in (directory, *directory.parents):
-        pyproject = candidate / "pyproject.toml"
-        if pyproject.is_file():
-            return pyproject
-    return None
+    candidates = [d / "pyproject.toml" for d in (directory, *directory.parents) if (d / "pyproject.toml").is_file()]
+    return next((c for c in candidates if is_project_dir(c.parent)), candidates[0] if candidates else None)
 
 
 def load_config(start: Path, config_file: Path | None = None) -> Config:
@@ -172,12 +195,19 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {pyproject}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {pyproject} is a directory (give its pyproject.toml)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {pyproject}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{pyproject}: invalid TOML: {exc}") from None
-    table = data.get("tool", {}).get("graphready", {})
+    tool = data.get("tool", {})
+    table = tool.get("graphready", {}) if isinstance(tool, dict) else {}
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: [tool.graphready] must be a table")
-    return parse_table(table, pyproject.parent.resolve(), pyproject)
+    config = parse_table(table, pyproject.parent.resolve(), pyproject)
+    config.configured = isinstance(tool, dict) and "graphready" in tool
+    return config
 
 
 def config_record(config: Config, select: list[str], ignore: list[str]) -> dict:

@@ -1,5 +1,44 @@
-"""Errors that end a command with a clear message and exit code 2, never a traceback."""
+"""The two ways a command ends early, each with its own exit code and never a bare traceback.
+
+Exit codes shared by every command: 0 clean, 1 findings that fail the run, 2 usage or
+configuration error (`UsageError`), 3 internal error (a bug in graphready, `InternalError`).
+"""
+
+EXIT_CLEAN = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+REPORT_HINT = ("please report it to the graphready maintainers with that file (or a small excerpt that"
+               " still fails) and the output of the same command with --verbose")
 
 
 class UsageError(Exception):
     """Bad arguments, bad configuration, a missing file, or no GPU where one is required."""
+
+
+class InternalError(Exception):
+    """graphready itself failed on some input: reported apart from findings so it never passes for them.
+
+    `path` names the file being analysed when it failed; `details` is the original traceback,
+    shown only with --verbose.
+    """
+
+    def __init__(self, path: str | None, error: str, details: str):
+        super().__init__(path, error, details)  # plain args: it crosses process boundaries
+        self.path = path
+        self.error = error
+        self.details = details
+
+    @classmethod
+    def wrap(cls, path: str | None, exc: BaseException) -> "InternalError":
+        import traceback
+
+        return cls(path, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)))
+
+    def __str__(self) -> str:
+        return self.one_line()
+
+    def one_line(self) -> str:
+        where = f" while analysing {self.path}" if self.path else ""
+        return f"internal error{where} ({self.error}); {REPORT_HINT}"

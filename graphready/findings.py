@@ -14,7 +14,8 @@ from typing import Any, Iterable
 
 from graphready import __version__
 
-JSON_VERSION = 1
+JSON_VERSION = 2  # 2: `column` and `end_column` are 1-based, like lines and every other format
+READABLE_JSON_VERSIONS = (1, 2)  # version 1 documents had 0-based columns
 
 
 class Severity(enum.IntEnum):
@@ -47,9 +48,9 @@ class Evidence(str, enum.Enum):
 
 @dataclass
 class Finding:
-    path: str  # relative to the project root, '/'-separated
+    path: str  # '/'-separated; relative to the directory lint ran in once a command prints it
     line: int
-    column: int
+    column: int  # 0-based in memory; 1-based in JSON and every printed format
     rule: str  # GR101, GD201, ...
     name: str  # host-sync, capture-failed, ...
     severity: Severity
@@ -81,9 +82,9 @@ class Finding:
         data: dict[str, Any] = {
             "path": self.path,
             "line": self.line,
-            "column": self.column,
+            "column": self.column + 1,
             "end_line": self.end_line,
-            "end_column": self.end_column,
+            "end_column": self.end_column + 1,
             "rule": self.rule,
             "name": self.name,
             "severity": self.severity.label,
@@ -105,14 +106,17 @@ class Finding:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Finding":
+    def from_json(cls, data: dict[str, Any], version: int = JSON_VERSION) -> "Finding":
+        """The finding of a JSON document of `version` (1 had 0-based columns)."""
         evidence = data.get("evidence")
+        shift = 1 if version >= 2 else 0
+        end_column = data.get("end_column")
         return cls(
             path=data["path"],
             line=int(data["line"]),
-            column=int(data.get("column", 0)),
+            column=int(data.get("column", shift)) - shift,
             end_line=data.get("end_line"),
-            end_column=data.get("end_column"),
+            end_column=None if end_column is None else int(end_column) - shift,
             rule=data["rule"],
             name=data.get("name", ""),
             severity=Severity.parse(data.get("severity", "error")),

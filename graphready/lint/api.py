@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graphready.config import load_config
+from graphready.config import Config
 from graphready.findings import Finding
-from graphready.lint.engine import lint
+from graphready.lint.engine import Selection
+from graphready.lint.projects import lint_projects
 
 
 def lint_paths(paths: list[Path], use_cache: bool = True) -> list[Finding]:
-    """Findings for `paths`, with the configuration of the project holding the first path."""
+    """Findings for `paths`, each file with its own project's configuration; paths relative to
+    the working directory, as `graphready lint` prints them."""
     if not paths:
         return []
-    config = load_config(Path(paths[0]))
-    return lint(config, [Path(p) for p in paths], use_cache=use_cache).findings
+
+    def selection(config: Config) -> Selection:
+        return Selection(config.select, config.ignore)
+
+    return lint_projects([Path(p) for p in paths], None, selection, use_cache=use_cache).findings

@@ -1,4 +1,5 @@
-"""`graphready lint [PATHS]`: exit 0 clean, 1 findings at or above fail-on, 2 usage/config error."""
+"""`graphready lint [PATHS]`: exit 0 clean, 1 findings at or above fail-on, 2 usage/config error,
+3 internal error."""
 
 from __future__ import annotations
 
@@ -7,18 +8,40 @@ import os
 import sys
 from pathlib import Path
 
-from graphready.config import config_record, load_config
+from graphready.catalog import check_code
+from graphready.config import Config, config_record
 from graphready.errors import UsageError
-from graphready.findings import Severity, summarize
-from graphready.lint.baseline import write_baseline
-from graphready.lint.engine import Selection, lint
+from graphready.findings import Finding, Severity, summarize
+from graphready.lint.baseline import write_baseline, write_output
+from graphready.lint.engine import Selection
+from graphready.lint.files import SOURCE_SUFFIXES, relative
+from graphready.lint.projects import Run, lint_projects, shown_path
 from graphready.output import FORMATS, render
+from graphready.output.text import summary_text
 
 LINT_FORMATS = tuple(f for f in FORMATS if f != "junit") + ("junit",)
 
+EPILOG = """\
+exit codes:
+  0  nothing at or above fail-on (findings below it, or baselined, are still shown)
+  1  findings at or above fail-on
+  2  usage or configuration error, e.g. an unknown rule code or a hot-paths entry that matches nothing
+  3  internal error in graphready (one line naming the file; --verbose adds the traceback)
 
-def _codes(values: list[str] | None) -> list[str]:
-    return [code.strip().upper() for value in values or [] for code in value.split(",") if code.strip()]
+Each file is linted with the [tool.graphready] table of the nearest pyproject.toml above it.
+Paths in every format are relative to the current directory; JSON lines and columns are 1-based.
+
+examples:
+  graphready lint                                   the project in the current directory
+  graphready lint src/model.py --show-chain         report one file (the whole project is still indexed)
+  graphready lint --select GR1,GR2 --ignore GR203   only host syncs and dynamic shapes, minus one rule
+  graphready lint --format sarif --output graphready.sarif
+  graphready lint --write-baseline graphready-baseline.json   record today's findings; only new ones fail"""
+
+
+def _codes(values: list[str] | None, option: str) -> list[str]:
+    codes = [code.strip().upper() for value in values or [] for code in value.split(",") if code.strip()]
+    return [check_code(code, option) for code in codes]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,40 +58,126 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
                         help="parallel processes (default: one per CPU, up to 8)")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphready_cache")
-    parser.add_argument("--config", type=Path, metavar="FILE", help="pyproject.toml to read instead of searching")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="pyproject.toml to use for every path instead of the nearest one")
 
 
 def run(args: argparse.Namespace) -> int:
     paths = args.paths or [Path(".")]
     if args.jobs < 0:
         raise UsageError("-j/--jobs must be 0 (one per CPU) or more")
+    if args.baseline is not None and args.write_baseline is not None:
+        raise UsageError("--baseline and --write-baseline cannot be combined: --write-baseline records every"
+                         " current finding (replacing the old baseline); --baseline compares with one")
+    select, ignore = _codes(args.select, "--select"), _codes(args.ignore, "--ignore")
+    projects: list[Config] = []
+    selections: list[Selection] = []
+
+    def prepare(config: Config) -> Selection:
+        projects.append(config)
+        if len(projects) > 1 and (args.baseline or args.write_baseline):
+            option = "--baseline" if args.baseline else "--write-baseline"
+            raise UsageError(f"{option} holds one project's findings, but these paths span several"
+                             f" ({projects[0].root} and {config.root}): lint each project on its own")
+        if args.baseline is not None:
+            config.baseline = args.baseline
+        if args.write_baseline is not None:
+            config.baseline = None  # record everything, whatever an old baseline said
+        if args.fail_on:
+            config.fail_on = Severity.parse(args.fail_on)
+        selections.append(Selection(select or config.select, config.ignore + ignore))
+        return selections[-1]
+
     jobs = args.jobs or min(os.cpu_count() or 1, 8)
-    config = load_config(paths[0], args.config)
-    if args.baseline is not None:
-        config.baseline = args.baseline
+    result = lint_projects(paths, args.config, prepare, jobs=jobs, use_cache=not args.no_cache)
+    for path in result.skipped:
+        print(f"graphready lint: skipped {path}: not a {', '.join(SOURCE_SUFFIXES)} file", file=sys.stderr)
+    if not any(p.result.requested for p in result.projects):
+        raise UsageError(f"no {', '.join(SOURCE_SUFFIXES)} files to lint in {', '.join(map(str, paths))}"
+                         " (after `exclude` and the default exclusions such as .venv and build)")
     if args.write_baseline is not None:
-        config.baseline = None  # record everything, whatever an old baseline said
-    if args.fail_on:
-        config.fail_on = Severity.parse(args.fail_on)
-    selection = Selection(_codes(args.select) or config.select, config.ignore + _codes(args.ignore))
-    result = lint(config, paths, selection, jobs=jobs, use_cache=not args.no_cache)
-    if args.write_baseline is not None:
-        write_baseline(args.write_baseline, result.findings)
-        print(f"graphready: recorded {len(result.findings)} findings in {args.write_baseline}", file=sys.stderr)
+        (project,) = result.projects
+        root = project.config.root
+        recorded = [_at_root(f, root) for f in result.findings]
+        write_baseline(args.write_baseline, recorded)
+        print(f"graphready lint: recorded {_count(len(recorded), 'finding')} in {args.write_baseline}",
+              file=sys.stderr)
         return 0
-    summary = summarize(result.findings, config.fail_on)
-    summary.update(files=result.files, lines=result.lines, hot_functions=result.hot_functions,
-                   scope=result.scope, profile=config.profile,
-                   config=config_record(config, selection.select, selection.ignore))
-    summary["suppressed"] = [
-        {"path": f.path, "line": f.line, "rule": f.rule, "reason": f.suppression_reason or ""} for f in result.suppressed
-    ]
-    document = render(args.format, result.findings, summary, tool="lint", root=config.root,
+    summary = _summary(result)
+    records = [config_record(p.config, s.select, s.ignore) for p, s in zip(result.projects, selections)]
+    for entry, record in zip(summary["projects"], records):
+        entry["settings"] = record
+    if len(records) == 1:  # one project: its settings, as the report shows them
+        summary["config"] = records[0]
+    document = render(args.format, result.findings, summary, tool="lint", root=Path.cwd(),
                       show_chain=args.show_chain, statistics=args.statistics,
                       color=args.output is None and sys.stdout.isatty())
     if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(document, encoding="utf-8")
+        write_output(args.output, document, "report")
     else:
         sys.stdout.write(document)
+    if args.output is not None or args.format != "text":  # what a person reads goes to stderr then
+        for note in summary["notes"]:
+            print(f"graphready lint: note: {note}", file=sys.stderr)
+        line, _ = summary_text(summary, "lint")
+        print(line + (f" Report: {args.output}" if args.output else ""), file=sys.stderr)
     return 1 if summary["failing"] else 0
+
+
+def _at_root(finding: Finding, root: Path) -> Finding:
+    """The finding with its path relative to the project root again, as baselines record it."""
+    finding.path = relative(Path(finding.path), root)
+    return finding
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'s' * (number != 1)}"
+
+
+def _summary(result: Run) -> dict:
+    """Counts over every project; `failing` uses each project's own fail-on."""
+    fail_on = min(p.config.fail_on for p in result.projects)
+    summary = summarize(result.findings, fail_on)
+    summary["failing"] = sum(summarize(p.result.findings, p.config.fail_on)["failing"] for p in result.projects)
+    cwd = Path.cwd().resolve()
+    scope: dict = {"hot_functions": 0, "roots": {}, "reached_by_calls": 0, "excluded_by_exclude_roots": 0}
+    notes = []
+    for project in result.projects:
+        part = project.result.scope
+        for key in ("hot_functions", "reached_by_calls", "excluded_by_exclude_roots"):
+            scope[key] += part.get(key, 0)
+        for why, count in part.get("roots", {}).items():
+            scope["roots"][why] = scope["roots"].get(why, 0) + count
+        notes += _notes(project.config, project.result.hot_functions, project.result.files, cwd)
+    profiles = sorted({p.config.profile for p in result.projects if p.config.profile})
+    summary.update(
+        files=sum(p.result.files for p in result.projects),
+        lines=sum(p.result.lines for p in result.projects),
+        hot_functions=scope["hot_functions"],
+        scope=scope,
+        profile=", ".join(profiles) or None,
+        projects=[{"root": shown_path(p.config.root, cwd) if p.config.root != cwd else ".",
+                   "config": shown_path(p.config.source, cwd) if p.config.source else None,
+                   "files": p.result.files, "hot_functions": p.result.hot_functions} for p in result.projects],
+        notes=notes,
+    )
+    summary["suppressed"] = [
+        {"path": f.path, "line": f.line, "rule": f.rule, "reason": f.suppression_reason or ""} for f in result.suppressed
+    ]
+    return summary
+
+
+def _notes(config: Config, hot_functions: int, files: int, cwd: Path) -> list[str]:
+    """What a person must know to trust an empty result: where the configuration came from and
+    whether anything was hot at all."""
+    if hot_functions or not files:
+        return []
+    where = shown_path(config.root, cwd) if config.root != cwd else "."
+    if config.source is None:
+        origin = f"no pyproject.toml above {where}"
+    elif not config.configured:
+        origin = f"no [tool.graphready] table in {shown_path(config.source, cwd)}"
+    else:
+        origin = f"no hot-paths entry, marker or capture body in {where} matched a function"
+    return [f"no function is hot ({origin}), so only capture sites and parse errors were checked;"
+            " name roots with hot-paths in [tool.graphready] or mark them with @graphready.hot_path"]

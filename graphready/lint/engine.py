@@ -12,12 +12,15 @@ from graphready.catalog import load_catalog
 from graphready.config import Config
 from graphready.findings import Finding, Severity
 from graphready.lint.baseline import apply_baseline, assign_fingerprints, load_baseline
-from graphready.lint.cache import LintCache, digest
+from graphready.lint.cache import CacheEntry, LintCache, digest
 from graphready.lint.candidate import Candidate
+from graphready.errors import InternalError, UsageError
 from graphready.lint.cuda import CUDA_SUFFIXES, scan_cuda
+from graphready.lint.deep import call_deep
 from graphready.lint.files import discover, module_name, relative
-from graphready.lint.hotpath import HotSet, Project, find_hot
+from graphready.lint.hotpath import HotSet, Project, _matches as matches_root, find_hot
 from graphready.lint.index import ModuleIndex, index_module
+from graphready.sourcefile import SourceText, read_source
 from graphready.lint.regions import Guards
 from graphready.lint.candidate import PARSE_ERROR, UNUSED_SUPPRESSION
 from graphready.lint.suppressions import parse_suppressions
@@ -48,6 +51,9 @@ class LintResult:
     lines: int
     hot_functions: int
     scope: dict = field(default_factory=dict)  # HotSet.scope(): how many functions are hot and why
+    nested: list[Path] = field(default_factory=list)  # projects of their own under the given paths
+    skipped: list[Path] = field(default_factory=list)  # named files that are not .py/.cu/.cuh
+    requested: int = 0  # source files under the given paths, read or not
 
 
 @dataclass
@@ -60,17 +66,29 @@ class _Source:
 
 
 def _read(path: Path, rel: str, salt: str, requested: bool) -> _Source | Candidate:
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Candidate(PARSE_ERROR, 1, 0, 1, 0, f"file is not valid UTF-8: {exc.reason}", "")
-    return _Source(path, rel, text, digest(data, salt), requested)
+    read = read_source(path)
+    if not isinstance(read, SourceText):
+        return Candidate(PARSE_ERROR, 1, 0, 1, 0, read, "")
+    return _Source(path, rel, read.text, digest(read.data, salt), requested)
 
 
 def _index_job(args: tuple[str, str, str, Guards, bool]) -> ModuleIndex:
     module, rel, text, guards, is_package = args
-    return index_module(module, rel, text, guards, is_package)
+    try:
+        return call_deep(index_module, module, rel, text, guards, is_package)
+    except Exception as exc:
+        raise InternalError.wrap(rel, exc) from None
+
+
+def _analyze_job(job) -> list[Candidate]:
+    from graphready.lint.analyzer import analyze_file  # libcst loads only when something is parsed
+
+    try:
+        return call_deep(analyze_file, job)
+    except RecursionError:  # deeper than the room call_deep makes: say so rather than crash
+        return [Candidate(PARSE_ERROR, 1, 0, 1, 0, "nested too deeply for graphready to analyse", "")]
+    except Exception as exc:
+        raise InternalError.wrap(job.path, exc) from None
 
 
 def _map(function, jobs: list, workers: int) -> list:
@@ -136,8 +154,9 @@ class LintRun:
         self.catalog = load_catalog()
         self.salt = config.fingerprint()
 
-    def run(self, paths: list[Path]) -> LintResult:
-        files, requested = discover(self.config, paths)
+    def run(self, paths: list[Path], split: bool = True) -> LintResult:
+        found = discover(self.config, paths, split)
+        files, requested = found.files, found.requested
         sources: list[_Source] = []
         unreadable: dict[str, list[Candidate]] = {}
         for path in files:
@@ -151,6 +170,8 @@ class LintRun:
         python = [s for s in sources if s.rel.endswith(".py")]
         indexes = self._index(python)
         project = Project({index.module: index for index in indexes.values()})
+        if not any(index.parse_error for index in indexes.values()):  # a broken file may hold the root
+            self._check_roots(project)
         hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots)
         candidates = self._analyze([s for s in python if s.requested], indexes, project, hot)
         candidates.update(unreadable)
@@ -183,7 +204,20 @@ class LintRun:
             lines=sum(s.text.count("\n") for s in requested_sources),
             hot_functions=len(hot.chains),
             scope=hot.scope(),
+            nested=found.nested,
+            skipped=found.skipped,
+            requested=len(requested),
         )
+
+    def _check_roots(self, project: Project) -> None:
+        """A hot-paths entry of the project's own that names no function is a typo or a stale
+        name: linting on would check less than the user thinks, so it is an error."""
+        for pattern in self.config.own_hot_paths:
+            if not any(matches_root(pattern, key) for key in project.functions):
+                where = self.config.source or "[tool.graphready]"
+                raise UsageError(f"{where}: hot-paths entry {pattern!r} matches no function in the"
+                                 f" {len(project.modules)} modules under {self.config.root}"
+                                 " (modules are dotted from the directory holding pyproject.toml)")
 
     # -- phase 1 ---------------------------------------------------------------------------
     def _index(self, sources: list[_Source]) -> dict[str, ModuleIndex]:
@@ -192,7 +226,7 @@ class LintRun:
         for source in sources:
             entry = self.cache.get(source.rel, source.digest)
             if entry is not None:
-                indexes[source.rel] = entry["index"]
+                indexes[source.rel] = entry.index
             else:
                 missing.append(source)
         jobs = []
@@ -202,7 +236,7 @@ class LintRun:
             jobs.append((module, source.rel, source.text, guards, is_package))
         for source, index in zip(missing, _map(_index_job, jobs, self.jobs)):
             indexes[source.rel] = index
-            self.cache.put(source.rel, {"digest": source.digest, "index": index, "analysis": {}})
+            self.cache.put(source.rel, CacheEntry(source.digest, index))
         return indexes
 
     # -- phase 3 ---------------------------------------------------------------------------
@@ -230,8 +264,8 @@ class LintRun:
             warm_up = (hot_keys & hot.unwarmed, hot_keys & hot.warmed)
             key = repr((sorted((i.key, h) for i, h in targets), [sorted(w) for w in warm_up], project_salt))
             entry = self.cache.get(source.rel, source.digest)
-            if entry is not None and key in entry["analysis"]:
-                results[source.rel] = entry["analysis"][key]
+            if entry is not None and key in entry.analysis:
+                results[source.rel] = entry.analysis[key]
                 continue
             from graphready.lint.analyzer import FileJob
 
@@ -239,15 +273,11 @@ class LintRun:
                           index.global_containers, index.classes,
                           targets, index.functions, hot_keys, tensor_functions, autograd, class_fields, *warm_up)
             pending.append((source, key, job))
-        if not pending:
-            return results
-        from graphready.lint.analyzer import analyze_file  # libcst loads only when something is parsed
-
-        for (source, key, _), hits in zip(pending, _map(analyze_file, [p[2] for p in pending], self.jobs)):
+        for (source, key, _), hits in zip(pending, _map(_analyze_job, [p[2] for p in pending], self.jobs)):
             results[source.rel] = hits
             entry = self.cache.get(source.rel, source.digest)
             if entry is not None:
-                entry["analysis"] = {key: hits}
+                entry.analysis = {key: hits}
                 self.cache.dirty = True
         return results
 
@@ -312,5 +342,7 @@ class LintRun:
 
 
 def lint(config: Config, paths: list[Path], selection: Selection | None = None, jobs: int = 1,
-         use_cache: bool = True) -> LintResult:
-    return LintRun(config, selection or Selection(config.select, config.ignore), jobs, use_cache).run(paths)
+         use_cache: bool = True, split: bool = True) -> LintResult:
+    """Lint `paths` of the one project `config` belongs to; with `split`, directories under them
+    that are projects of their own are listed in `LintResult.nested`, not linted."""
+    return LintRun(config, selection or Selection(config.select, config.ignore), jobs, use_cache).run(paths, split)

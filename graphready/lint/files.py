@@ -1,22 +1,45 @@
-"""Which files a run looks at, and the dotted module name of each."""
+"""Which files a run looks at, and the dotted module name of each.
+
+Paths are kept as the user's (a symlinked file keeps its own name); a directory below the
+project root that holds its own `[tool.graphready]` pyproject.toml is another project and is
+linted with its own configuration, as ruff does.
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from graphready.config import DEFAULT_EXCLUDES, Config
+from graphready.config import DEFAULT_EXCLUDES, Config, is_project_dir
 from graphready.errors import UsageError
 
 SOURCE_SUFFIXES = (".py", ".cu", ".cuh")
 
 
-def relative(path: Path, root: Path) -> str:
+def absolute(path: Path) -> Path:
+    """The absolute path, directories resolved but the file's own name kept (symlinks included)."""
+    path = Path(os.path.abspath(path))
+    return path.parent.resolve() / path.name if path.name else path.resolve()
+
+
+def display(path: str) -> str:
+    """A file name that is not valid UTF-8 as readable text (`caf\\xe9.py`), so every format can
+    print and fingerprint it."""
     try:
-        return path.resolve().relative_to(root).as_posix()
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def relative(path: Path, root: Path) -> str:
+    path = absolute(path)
+    try:
+        return display(path.relative_to(root).as_posix())
     except ValueError:
-        return path.resolve().as_posix()
+        return display(path.as_posix())
 
 
 def is_excluded(rel: str, patterns: list[str]) -> bool:
@@ -39,9 +62,22 @@ def module_name(rel: str) -> tuple[str, bool]:
     return ".".join(parts), is_package
 
 
-def _walk(directory: Path, root: Path, patterns: list[str]):
+@dataclass
+class Discovery:
+    files: list[Path]  # every project source (for the call graph), the requested ones included
+    requested: set[Path]  # the sources to report on (under the given paths)
+    nested: list[Path] = field(default_factory=list)  # projects of their own under the given paths
+    skipped: list[Path] = field(default_factory=list)  # named files that are not sources
+
+
+def _walk(directory: Path, root: Path, patterns: list[str], nested: list[Path] | None):
+    """Sources under `directory`; with `nested`, stops at (and lists there) other projects."""
     for current, dirs, files in os.walk(directory):
         here = Path(current)
+        if nested is not None and here != root and "pyproject.toml" in files and is_project_dir(here):
+            nested.append(here)
+            dirs[:] = []
+            continue
         dirs[:] = sorted(d for d in dirs if d not in DEFAULT_EXCLUDES and not d.startswith(".")
                          and not is_excluded(relative(here / d, root), patterns))
         for name in sorted(files):
@@ -51,15 +87,22 @@ def _walk(directory: Path, root: Path, patterns: list[str]):
                     yield path
 
 
-def discover(config: Config, paths: list[Path]) -> tuple[list[Path], set[Path]]:
-    """All project sources (for the call graph) and the subset to report on (the given paths)."""
-    requested: set[Path] = set()
+def discover(config: Config, paths: list[Path], split: bool = True) -> Discovery:
+    """All project sources (for the call graph) and the subset to report on (the given paths).
+
+    With `split`, directories holding their own `[tool.graphready]` are left to their own run."""
+    found = Discovery([], set())
     for path in paths:
-        if not path.exists():
+        if not os.path.lexists(path):
             raise UsageError(f"no such file or directory: {path}")
         if path.is_dir():
-            requested.update(p.resolve() for p in _walk(path, config.root, config.exclude))
-        elif path.name.endswith(SOURCE_SUFFIXES) and not is_excluded(relative(path, config.root), config.exclude):
-            requested.add(path.resolve())
-    project = {p.resolve() for p in _walk(config.root, config.root, config.exclude)}
-    return sorted(project | requested), requested
+            walked = _walk(absolute(path), config.root, config.exclude, found.nested if split else None)
+            found.requested.update(absolute(p) for p in walked)
+        elif not path.name.endswith(SOURCE_SUFFIXES):
+            found.skipped.append(path)
+        elif not is_excluded(relative(path, config.root), config.exclude):
+            found.requested.add(absolute(path))
+    elsewhere: list[Path] = []  # other projects met by the project walk: linted only when asked for
+    project = {absolute(p) for p in _walk(config.root, config.root, config.exclude, elsewhere if split else None)}
+    found.files = sorted(project | found.requested)
+    return found

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass, field
 
+from graphready.lint.deep import python_limits
 from graphready.lint.regions import Guards, capture_bodies, falsy_when_captured, function_regions
 from graphready.lint.resolve import ImportMap
 from graphready.lint.torchnames import FACTORIES, TENSOR, annotation_kind
@@ -455,7 +457,9 @@ def _first_line(stmt: ast.stmt) -> int:
 
 def index_module(module: str, path: str, source: str, guards: Guards, is_package: bool = False) -> ModuleIndex:
     try:
-        tree = ast.parse(source, filename=path)
+        with python_limits(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # `1()` or "\d" in the user's code is not ours to print
+            tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
         index = ModuleIndex(module=module, path=path)
         index.parse_error = (exc.lineno or 1, max((exc.offset or 1) - 1, 0), exc.msg)
@@ -463,6 +467,10 @@ def index_module(module: str, path: str, source: str, guards: Guards, is_package
     except ValueError as exc:  # e.g. null bytes
         index = ModuleIndex(module=module, path=path)
         index.parse_error = (1, 0, str(exc))
+        return index
+    except (RecursionError, MemoryError):  # nesting deeper than CPython itself can compile
+        index = ModuleIndex(module=module, path=path)
+        index.parse_error = (1, 0, "nested too deeply for Python to compile")
         return index
     return _ModuleIndexer(module, path, is_package, source, guards).run(tree)
 

@@ -108,7 +108,8 @@ def _physical_location(finding: Finding) -> dict:
         region["endLine"] = end_line
         region["endColumn"] = finding.end_column + 1
     # A zero-width span leaves endColumn out, which SARIF reads as "to the end of the line".
-    return {
-        "artifactLocation": {"uri": urllib.parse.quote(finding.path), "uriBaseId": SRCROOT},
-        "region": region,
-    }
+    if finding.path.startswith("/"):  # a file outside the directory lint ran in
+        location = {"uri": Path(finding.path).as_uri()}
+    else:
+        location = {"uri": urllib.parse.quote(finding.path), "uriBaseId": SRCROOT}
+    return {"artifactLocation": location, "region": region}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from graphready.sourcefile import SourceText, read_source
+
 
 class SourceCache:
     """Reads `root / path` lazily; a missing or undecodable file simply has no snippet."""
@@ -16,12 +18,8 @@ class SourceCache:
         if self.root is None or not path:
             return None
         if path not in self._lines:
-            try:
-                text = (self.root / path).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                self._lines[path] = None
-            else:
-                self._lines[path] = text.splitlines()
+            read = read_source(self.root / path)  # never blocks on a FIFO, honours `coding:` lines
+            self._lines[path] = read.text.splitlines() if isinstance(read, SourceText) else None
         return self._lines[path]
 
     def line(self, path: str, lineno: int) -> str | None:

@@ -36,6 +36,8 @@ def render(doc: Document) -> str:
         console.print(_statistics_table(doc.findings))
     if doc.statistics and doc.summary.get("scope"):
         console.print(_scope_table(doc.summary["scope"], doc.summary.get("profile")))
+    for note in doc.summary.get("notes", []):
+        console.print(Text(f"note: {note}", style="yellow"), soft_wrap=True)
     console.print(summary_line(doc.summary, doc.tool), soft_wrap=True)
     return buffer.getvalue()
 
@@ -119,18 +121,39 @@ def _scope_table(scope: dict, profile: str | None) -> Table:
 
 
 def summary_line(summary: dict, tool: str) -> Text:
+    text, style = summary_text(summary, tool)
+    return Text(text, style=style)
+
+
+def _count(number: int, noun: str, plural: str | None = None) -> str:
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+SEVERITY_NOUNS = {Severity.ERROR: ("error", "errors"), Severity.WARNING: ("warning", "warnings"),
+                  Severity.INFO: ("info", "info")}
+
+
+def summary_text(summary: dict, tool: str) -> tuple[str, str]:
+    """The closing line and its style. A lint that found nothing only says "all clear" when
+    something was hot: with no hot function nothing but capture sites was checked."""
     total = summary.get("total", 0)
+    scope = ""
+    if "files" in summary:
+        scope = (f"{_count(summary['files'], 'file')} read, "
+                 f"{_count(summary.get('hot_functions', 0), 'hot function')}")
     if total == 0:
-        return Text(f"graphready {tool}: all clear, no findings.", style="bold green")
+        if scope and not summary.get("hot_functions"):
+            return f"graphready {tool}: no findings, but not an all-clear: {scope}.", "bold yellow"
+        return f"graphready {tool}: all clear, no findings" + (f" ({scope})." if scope else "."), "bold green"
     by_severity = summary.get("by_severity", {})
-    parts = [f"{by_severity.get(s.label, 0)} {s.label}" for s in sorted(Severity, reverse=True)
+    parts = [_count(by_severity[s.label], *SEVERITY_NOUNS[s]) for s in sorted(Severity, reverse=True)
              if by_severity.get(s.label)]
-    files = summary.get("files_with_findings", 0)
-    text = (f"graphready {tool}: {total} finding{'s' * (total != 1)} ({', '.join(parts)}) "
-            f"in {files} file{'s' * (files != 1)}")
+    text = (f"graphready {tool}: {_count(total, 'finding')} ({', '.join(parts)}) "
+            f"in {_count(summary.get('files_with_findings', 0), 'file')}")
     if summary.get("baselined"):
         text += f"; {summary['baselined']} in the baseline"
     failing = summary.get("failing", 0)
     fail_on = summary.get("fail_on", "error")
-    text += f"; {failing} failing (fail-on: {fail_on})." if failing else f"; none failing (fail-on: {fail_on})."
-    return Text(text, style="bold red" if failing else "bold yellow")
+    text += f"; {failing} failing (fail-on: {fail_on})" if failing else f"; none failing (fail-on: {fail_on})"
+    text += f"; {scope}." if scope else "."
+    return text, "bold red" if failing else "bold yellow"

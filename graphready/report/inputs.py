@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graphready.errors import UsageError
-from graphready.findings import JSON_VERSION, Finding
+from graphready.findings import READABLE_JSON_VERSIONS, Finding
 
 
 @dataclass
@@ -35,11 +35,12 @@ def load_result(path: Path) -> ResultDocument:
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
         raise UsageError(f"{path}: not a graphready results document (expected a 'findings' list; "
                          "write one with `graphready lint --format json` or `graphready check --format json`)")
-    if data.get("version") != JSON_VERSION:
+    version = data.get("version")
+    if version not in READABLE_JSON_VERSIONS:
         raise UsageError(f"{path}: results version {data.get('version')!r} is not supported "
-                         f"(this graphready reads version {JSON_VERSION})")
+                         f"(this graphready reads versions {' and '.join(map(str, READABLE_JSON_VERSIONS))})")
     try:
-        findings = [Finding.from_json(item) for item in data["findings"]]
+        findings = [Finding.from_json(item, version) for item in data["findings"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{path}: malformed finding: {exc}") from None
     units = data.get("units") or []

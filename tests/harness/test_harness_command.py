@@ -59,7 +59,7 @@ def _results() -> list[UnitResult]:
 
 def test_json_report_follows_the_lint_contract_with_units(tmp_path):
     doc = json.loads(build_report(_results(), Severity.WARNING, "json", tmp_path))
-    assert doc["version"] == 1 and doc["tool"] == "check"
+    assert doc["version"] == 2 and doc["tool"] == "check"
     finding = doc["findings"][0]
     for key in ("path", "line", "rule", "severity", "message", "unit"):
         assert key in finding

@@ -17,7 +17,8 @@ HOT = "import torch\nfrom graphready import hot_path\n\n\n@hot_path\ndef step(x:
 
 
 @pytest.fixture
-def project(tmp_path):
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # finding paths are relative to where lint runs
     (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n")
     (tmp_path / "clean.py").write_text(HOT + "    return x * 2\n")
     return tmp_path
@@ -47,11 +48,11 @@ def test_json_contract(project, capsys):
     (project / "pkg" / "dirty.py").write_text(HOT + "    return x.item()\n")
     assert main(["lint", str(project / "pkg"), "--no-cache", "--format", "json"]) == 1
     doc = json.loads(capsys.readouterr().out)
-    assert doc["version"] == 1
+    assert doc["version"] == 2
     (finding,) = doc["findings"]
     assert set(finding) >= {"path", "line", "column", "end_line", "end_column", "rule", "name", "severity",
                             "message", "hot_chain"}
-    assert (finding["path"], finding["line"], finding["column"], finding["end_column"]) == ("pkg/dirty.py", 7, 11, 19)
+    assert (finding["path"], finding["line"], finding["column"], finding["end_column"]) == ("pkg/dirty.py", 7, 12, 20)  # 1-based
     assert (finding["rule"], finding["name"], finding["severity"]) == ("GR101", "host-sync", "error")
     assert finding["hot_chain"] == ["pkg.dirty:step"]
     assert doc["summary"]["failing"] == 1 and doc["summary"]["by_rule"] == {"GR101": 1}
@@ -117,3 +118,37 @@ def test_a_file_that_is_not_utf8_is_a_parse_error_finding(project, capsys):
     assert main(["lint", str(project), "--no-cache", "--format", "json"]) == 1
     findings = json.loads(capsys.readouterr().out)["findings"]
     assert [(f["path"], f["rule"], f["name"]) for f in findings] == [("latin1.py", "GR001", "parse-error")]
+
+
+def test_help_is_user_text_with_exit_codes_and_examples():
+    for argv in ([sys.executable, "-m", "graphready", "--help"], [sys.executable, "-m", "graphready", "lint", "--help"]):
+        result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+        assert result.returncode == 0, result.stderr
+        text = result.stdout
+        assert "exit codes:" in text and "3  internal error" in text and "examples:" in text
+        assert "graphready lint" in text and "sub-command per module" not in text  # not the module docstring
+
+
+def test_output_file_prints_a_one_line_summary(project, capsys):
+    (project / "dirty.py").write_text(HOT + "    y = x.item()\n    return x.tolist()\n")
+    assert main(["lint", "--no-cache", "--format", "json", "--output", "out.json"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == ["graphready lint: 2 findings (2 errors) in 1 file; 2 failing (fail-on: warning);"
+                                " 2 files read, 2 hot functions. Report: out.json"]
+
+
+@pytest.mark.parametrize(("body", "summary"), [
+    ("    return x.item()\n", "1 finding (1 error) in 1 file; 1 failing"),
+    ("    a = x.item()\n    b = x.tolist()\n    return torch.zeros(1)\n", "3 findings (2 errors, 1 info) in 1 file"),
+    ("    a = torch.zeros(1)\n    b = torch.ones(1)\n    return x.item()\n", "3 findings (1 error, 2 info) in 1 file"),
+])
+def test_summary_grammar(project, capsys, body, summary):
+    (project / "dirty.py").write_text(HOT + body)
+    main(["lint", "--no-cache"])
+    assert summary in capsys.readouterr().out
+
+
+def test_all_clear_names_what_was_checked(project, capsys):
+    assert main(["lint", "--no-cache"]) == 0
+    assert capsys.readouterr().out.strip() == "graphready lint: all clear, no findings (1 file read, 1 hot function)."

@@ -18,7 +18,8 @@ def step(x: torch.Tensor):
 
 
 @pytest.fixture
-def project(project_tree):
+def project(project_tree, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # finding paths are relative to where lint runs
     return project_tree({"pkg/mod.py": CODE, "tests/t.py": CODE})
 
 

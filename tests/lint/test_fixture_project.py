@@ -8,6 +8,7 @@ else may fire. `engine_fixed/` is the same engine after the log's fixes and must
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -46,8 +47,10 @@ def line_of(project: Path, rel_path: str, snippet: str) -> int:
     return next(i for i, text in enumerate(lines, start=1) if snippet in text)
 
 
-def lint_json(target: Path, out_file: Path) -> tuple[int, dict]:
-    code = main(["lint", str(target), "--format", "json", "--output", str(out_file), "--no-cache"])
+def lint_json(target: Path, out_file: Path, cwd: Path | None = None) -> tuple[int, dict]:
+    """Lint `target` from `cwd` (default: the target itself), as a user in that directory would."""
+    with contextlib.chdir(cwd or target):
+        code = main(["lint", str(target), "--format", "json", "--output", str(out_file), "--no-cache"])
     return code, json.loads(out_file.read_text(encoding="utf-8"))
 
 
@@ -105,7 +108,7 @@ def test_marked_engine_covers_every_lint_rule():
 
 
 def test_fixed_engine_is_clean(tmp_path):
-    code, doc = lint_json(FIXTURE / "engine_fixed", tmp_path / "fixed.json")
+    code, doc = lint_json(FIXTURE / "engine_fixed", tmp_path / "fixed.json", cwd=FIXTURE)
     assert expected_findings(FIXTURE, "engine_fixed") == set()
     assert doc["findings"] == []
     assert code == 0
@@ -173,12 +176,12 @@ def test_hot_chain_runs_from_root_to_finding(fixture_run, path, rule, snippet, t
 
 
 def test_command_line_run_matches_and_exits_1(fixture_run):
-    """The installed entry point (a fresh interpreter) reports the same findings as main()."""
+    """`python -m graphready` (a fresh interpreter) reports the same findings as main()."""
     proc = subprocess.run(
-        [sys.executable, "-m", "graphready.cli", "lint", str(FIXTURE), "--format", "json", "--no-cache"],
+        [sys.executable, "-m", "graphready", "lint", "--format", "json", "--no-cache"],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=FIXTURE,
         timeout=120,
     )
     assert proc.returncode == 1, proc.stderr

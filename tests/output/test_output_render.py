@@ -25,6 +25,6 @@ def test_json_is_the_public_contract_and_round_trips(host_sync):
     finding = host_sync(baselined=True)
     units = [{"name": "layer0", "status": "pass", "eager_ms": 2.0, "replay_ms": 0.5, "kernels": 12}]
     doc = json.loads(render("json", [finding], summarize([finding], Severity.ERROR), tool="check", units=units))
-    assert doc["version"] == 1 and doc["tool"] == "check" and doc["units"] == units
+    assert doc["version"] == 2 and doc["tool"] == "check" and doc["units"] == units
     assert doc["summary"]["baselined"] == 1
     assert Finding.from_json(doc["findings"][0]) == finding

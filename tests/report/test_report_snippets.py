@@ -20,14 +20,17 @@ SNIPPET_LINE = "return x.sum().item()"
 
 
 @pytest.fixture
-def lint_json(tmp_path: Path) -> Path:
-    """Real lint JSON for a project nested in a checkout (pyproject.toml in `checkout/project`)."""
+def lint_json(tmp_path: Path, monkeypatch) -> Path:
+    """Real lint JSON for a project nested in a checkout (pyproject.toml in `checkout/project`), run
+    from the project directory as a user would (finding paths are relative to where lint runs)."""
     project = tmp_path / "checkout" / "project"
     (project / "pkg").mkdir(parents=True)
     (project / "pyproject.toml").write_text("[tool.graphready]\n")
     (project / "pkg" / "model.py").write_text(HOT)
     out = tmp_path / "lint.json"
-    assert main(["lint", str(project), "--format", "json", "--no-cache", "--output", str(out)]) == 1
+    with monkeypatch.context() as inside:
+        inside.chdir(project)
+        assert main(["lint", "--format", "json", "--no-cache", "--output", str(out)]) == 1
     return out
 
 

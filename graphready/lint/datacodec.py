@@ -1,0 +1,122 @@
+"""Dataclasses to JSON-able data and back, checked against their type hints on the way in.
+
+The cache stores module indexes and rule hits as plain JSON rather than pickle: reading a cache
+file must never run code, and a file of the wrong shape (planted, truncated, written by another
+version) must be recognised and dropped rather than half-used. The field types themselves are
+the schema, so a field added to an index class needs no codec change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from typing import Any
+
+
+class ShapeError(ValueError):
+    """Data that does not have the shape its type hints promise."""
+
+
+def encode(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [encode(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(encode(v) for v in value)
+    if isinstance(value, dict):
+        return {key: encode(v) for key, v in value.items()}
+    return value
+
+
+def decode(hint: Any, data: Any) -> Any:
+    """`data` as an instance of `hint`, or ShapeError."""
+    return _decoder(hint)(data)
+
+
+@functools.cache
+def _decoder(hint: Any):
+    """A function checking and building one type, made once per type hint (decoding is hot on warm runs)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _union([_decoder(a) for a in args if a is not type(None)], type(None) in args, hint)
+    if dataclasses.is_dataclass(hint):
+        return _dataclass(hint)
+    if origin in (list, set, frozenset):
+        return _sequence(origin, _decoder(args[0]), hint)
+    if origin is tuple:
+        return _tuple([_decoder(a) for a in args], hint)
+    if origin is dict:
+        return _mapping(_decoder(args[0]), _decoder(args[1]), hint)
+    if hint in (str, int, float, bool):
+        return _scalar(hint)
+    raise ShapeError(f"no decoder for {hint}")
+
+
+def _scalar(kind: type):
+    def check(data):
+        if type(data) is not kind:
+            raise ShapeError(f"{data!r:.40} is not {kind.__name__}")
+        return data
+    return check
+
+
+def _union(options, optional: bool, hint):
+    def check(data):
+        if data is None and optional:
+            return None
+        for option in options:
+            try:
+                return option(data)
+            except ShapeError:
+                continue
+        raise ShapeError(f"{data!r:.40} is none of {hint}")
+    return check
+
+
+def _sequence(kind: type, item, hint):
+    def check(data):
+        if type(data) is not list:
+            raise ShapeError(f"{hint} must be a list")
+        return kind([item(v) for v in data])
+    return check
+
+
+def _tuple(items, hint):
+    def check(data):
+        if type(data) is not list or len(data) != len(items):
+            raise ShapeError(f"{hint} must be a list of {len(items)}")
+        return tuple(item(v) for item, v in zip(items, data))
+    return check
+
+
+def _mapping(key, value, hint):
+    def check(data):
+        if type(data) is not dict:
+            raise ShapeError(f"{hint} must be an object")
+        return {key(k): value(v) for k, v in data.items()}
+    return check
+
+
+def _dataclass(cls: type):
+    fields: list[tuple[str, Any, bool]] = []  # filled on first use: the class may refer to itself
+
+    def check(data):
+        if type(data) is not dict:
+            raise ShapeError(f"{cls.__name__} must be an object")
+        if not fields:
+            hints = typing.get_type_hints(cls)
+            fields.extend((f.name, _decoder(hints[f.name]), f.default is dataclasses.MISSING
+                           and f.default_factory is dataclasses.MISSING) for f in dataclasses.fields(cls))
+        values = {}
+        for name, field_decoder, required in fields:
+            if name in data:
+                values[name] = field_decoder(data[name])
+            elif required:
+                raise ShapeError(f"{cls.__name__}.{name} is missing")
+        if len(values) != len(data):
+            raise ShapeError(f"{cls.__name__} has unknown fields {sorted(set(data) - set(values))}")
+        return cls(**values)
+    return check

@@ -1,0 +1,63 @@
+"""The lint cache is data only: a planted file cannot run code, and bad entries are re-made."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+
+from graphready.cli import main
+from graphready.lint.cache import LintCache
+
+HOT = "import torch\nfrom graphready import hot_path\n\n\n@hot_path\ndef step(x: torch.Tensor):\n"
+
+
+class _Payload:
+    """Unpickling this runs `touch marker`: what an attacker would plant in a pull request."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_planted_pickle_never_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n")
+    (tmp_path / "mod.py").write_text(HOT + "    return x.item()\n")
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps({"mod.py": _Payload(marker)})
+    pickle.loads(payload)  # the payload is live: unpickling it does create the file
+    assert marker.exists()
+    marker.unlink()
+
+    cache = LintCache(tmp_path, True)
+    cache.path.parent.mkdir()
+    for name in (cache.path.name, cache.path.with_suffix(".pickle").name):  # today's name and pickle's old one
+        (cache.path.parent / name).write_bytes(payload)
+    assert main(["lint", "--format", "json"]) == 1
+    assert not marker.exists()
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["GR101"]
+
+    written = json.loads(cache.path.read_text())  # replaced by a plain JSON cache, stale files gone
+    assert written["format"] == "graphready-lint-cache" and set(written["entries"]) == {"mod.py"}
+    assert sorted(p.name for p in cache.path.parent.iterdir()) == [".gitignore", cache.path.name]
+
+
+def test_entries_of_the_wrong_shape_are_dropped_and_remade(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n")
+    (tmp_path / "mod.py").write_text(HOT + "    return x.item()\n")
+    assert main(["lint", "--format", "json"]) == 1
+    first = json.loads(capsys.readouterr().out)["findings"]
+    cache = LintCache(tmp_path, True)
+    data = json.loads(cache.path.read_text())
+    entry = data["entries"]["mod.py"]
+    entry["index"]["functions"]["step"]["lineno"] = "7; import os"  # a string where an int belongs
+    entry["analysis"] = {key: [{"rule": "GR101", "line": 1}] for key in entry["analysis"]}
+    cache.path.write_text(json.dumps(data))
+    assert main(["lint", "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["findings"] == first
+    remade = json.loads(cache.path.read_text())["entries"]["mod.py"]
+    assert remade["index"]["functions"]["step"]["lineno"] == 6
