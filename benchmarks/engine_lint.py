@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CACHE_DIR = Path.home() / ".cache" / "graphready-bench"
-REPO_ROOT = Path(__file__).resolve().parents[1]
 LABELS = Path(__file__).with_name("engine_labels.tsv")
 LABEL_COLUMNS = ["engine", "path", "line", "rule", "label", "reason", "code"]
 SEED = 8
@@ -91,8 +90,8 @@ def unpack(engine: Engine, recipe: str, root: Path) -> tuple[Path, int, int]:
 
 def lint(tree: Path, report: Path) -> tuple[dict, float]:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "graphready.cli", "lint", str(tree), "--no-cache", "--format",
-                           "json", "--output", str(report)], capture_output=True, text=True, cwd=REPO_ROOT)
+    proc = subprocess.run([sys.executable, "-m", "graphready.cli", "lint", "--no-cache", "--format",  # paths
+                           "json", "--output", str(report)], capture_output=True, text=True, cwd=tree)  # from tree
     seconds = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise BenchError(f"lint failed on {tree} (exit {proc.returncode}):\n{proc.stderr.strip()[-2000:]}")
