@@ -150,6 +150,7 @@ def report_to_json(
     summary: dict[str, Any],
     units: list[dict[str, Any]] | None = None,
     tool: str = "lint",
+    run: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The versioned JSON document written by `--format json`."""
     doc: dict[str, Any] = {
@@ -160,5 +161,7 @@ def report_to_json(
     }
     if units is not None:
         doc["units"] = units
+    if run is not None:
+        doc["run"] = run
     return doc
 

@@ -17,6 +17,7 @@ class ResultDocument:
     findings: list[Finding]
     units: list[dict]
     fail_on: str = "error"  # the severity at which this run's findings failed it
+    run: dict | None = None  # `check` only: target, shard, workers (see graphready.report.shards)
 
 
 def load_result(path: Path) -> ResultDocument:
@@ -42,5 +43,8 @@ def load_result(path: Path) -> ResultDocument:
     if not isinstance(units, list) or not all(isinstance(u, dict) and "name" in u for u in units):
         raise UsageError(f"{path}: 'units' must be a list of objects with a 'name'")
     summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
+    run = data.get("run")
+    if run is not None and not isinstance(run, dict):
+        raise UsageError(f"{path}: 'run' must be an object")
     return ResultDocument(path=path, tool=str(data.get("tool", "lint")), findings=findings, units=units,
-                          fail_on=str(summary.get("fail_on", "error")))
+                          fail_on=str(summary.get("fail_on", "error")), run=run)
