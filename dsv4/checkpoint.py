@@ -29,6 +29,7 @@ import math
 import os
 import queue
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -57,11 +58,17 @@ class CheckpointError(RuntimeError):
 
 
 class _Shards:
-    """Tensor name -> shard file map; a shard is opened the first time one of its tensors is needed."""
+    """Tensor name -> shard file map; a shard is opened the first time one of its tensors is needed.
+
+    Loads read the shards in about the order they were written, so only the few most recently used stay
+    open: a closed shard's pages leave this process, and host memory stays bounded however large the model.
+    """
+
+    OPEN_SHARDS = 2
 
     def __init__(self, root: Path):
         self.root = root
-        self._handles: dict[str, object] = {}
+        self._handles: OrderedDict[str, object] = OrderedDict()
         index = root / INDEX_FILE
         if index.is_file():
             try:
@@ -77,7 +84,11 @@ class _Shards:
 
     def _open(self, file: str, wanted: str):
         handles = self._handles
-        if file not in handles:
+        if file in handles:
+            handles.move_to_end(file)
+        else:
+            while len(handles) >= self.OPEN_SHARDS:
+                handles.popitem(last=False)
             path = self.root / file
             if not path.is_file():
                 raise CheckpointError(f"{path}: shard missing (listed in {self.index} for tensor '{wanted}')")

@@ -87,11 +87,12 @@ def _validate(args) -> tuple[Severity, str]:
     if args.target == "dsv4" or BUILTIN_TARGETS.get("dsv4") == args.target:
         if args.preset and args.checkpoint:
             raise UsageError("give --preset or --checkpoint, not both")
-        kwargs["preset"] = args.preset or "tiny"
         if args.checkpoint:
             if not Path(args.checkpoint).is_dir():
                 raise UsageError(f"--checkpoint {args.checkpoint}: no such directory")
             kwargs["checkpoint"] = str(Path(args.checkpoint).resolve())
+        else:
+            kwargs["preset"] = args.preset or "tiny"
     elif args.preset or args.checkpoint:
         raise UsageError("--preset and --checkpoint apply only to the built-in dsv4 target")
     return fail_on, json.dumps(kwargs)
