@@ -38,6 +38,7 @@ class ProgressListener(Listener):
         self.total = total
         self.done = 0
         self.started = time.monotonic()
+        self.checking_since: float | None = None  # the first load is not a per-unit cost: ETA starts after it
         self.running: dict[int, str] = {}  # worker id -> what it is doing
         self.lock = threading.Lock()
 
@@ -57,6 +58,8 @@ class ProgressListener(Listener):
 
     def worker_loaded(self, record: WorkerRecord) -> None:
         with self.lock:
+            if self.checking_since is None:
+                self.checking_since = time.monotonic()
             self._print(f"worker {record.id} loaded the target in {record.load_s:.1f}s")
 
     def unit_started(self, unit: UnitInfo, record: WorkerRecord) -> None:
@@ -70,8 +73,9 @@ class ProgressListener(Listener):
             self.done += 1
             if self.progress is not None:
                 self.progress.advance(self.task)
-            elapsed = time.monotonic() - self.started
-            eta = elapsed / self.done * (self.total - self.done)
+            now = time.monotonic()
+            elapsed = now - self.started
+            eta = (now - (self.checking_since or self.started)) / self.done * (self.total - self.done)
             status = STATUS_STYLE.get(result.status(), result.status())
             self._print(f"[{self.done}/{self.total}] {status} {result.name}{_timing(result)}"
                         + (f", ETA {_duration(eta)}" if self.done < self.total else f", {_duration(elapsed)} in all"))

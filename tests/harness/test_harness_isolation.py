@@ -161,3 +161,22 @@ def test_unit_result_round_trips_through_json():
     row = back.unit_row()
     assert (row["capture_s"], row["replay_check_s"], row["eager_check_s"], row["check_s"]) == (0.75, 1.0, 2.0, 3.75)
     assert row["worker"] == 3
+
+
+def test_progress_streams_a_line_per_loaded_worker_and_finished_unit(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from graphready.harness.progress import ProgressListener
+
+    buffer = io.StringIO()
+    options = _options(factory_kwargs=json.dumps({"log": str(tmp_path / "log"), "plan": "ok,bad,ok"}))
+    units = [UnitInfo(f"u{i}", None, TARGETS, 1) for i in range(3)]
+    listener = ProgressListener(Console(file=buffer, width=200), None, None, len(units))
+    run_units(f"{TARGETS}:planted_units", units, options, spans_gpus=True, listener=listener, command=CPU_WORKER)
+    lines = buffer.getvalue().splitlines()
+    assert [line.split(",")[0] for line in lines if line.startswith("[")] == [
+        "[1/3] pass u0", "[2/3] fail u1", "[3/3] pass u2"]
+    assert "ETA" in lines[1] and lines[-1].endswith("in all")
+    assert sum(line.startswith("worker ") and "loaded the target" in line for line in lines) == 2
