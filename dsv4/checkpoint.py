@@ -25,7 +25,11 @@ so a model can place layers on different GPUs with one call per device.
 from __future__ import annotations
 
 import json
+import math
 import os
+import queue
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -54,11 +58,17 @@ class CheckpointError(RuntimeError):
 
 
 class _Shards:
-    """Tensor name -> shard file map; a shard is opened the first time one of its tensors is needed."""
+    """Tensor name -> shard file map; a shard is opened the first time one of its tensors is needed.
+
+    Loads read the shards in about the order they were written, so only the few most recently used stay
+    open: a closed shard's pages leave this process, and host memory stays bounded however large the model.
+    """
+
+    OPEN_SHARDS = 2
 
     def __init__(self, root: Path):
         self.root = root
-        self._handles: dict[str, object] = {}
+        self._handles: OrderedDict[str, object] = OrderedDict()
         index = root / INDEX_FILE
         if index.is_file():
             try:
@@ -74,7 +84,11 @@ class _Shards:
 
     def _open(self, file: str, wanted: str):
         handles = self._handles
-        if file not in handles:
+        if file in handles:
+            handles.move_to_end(file)
+        else:
+            while len(handles) >= self.OPEN_SHARDS:
+                handles.popitem(last=False)
             path = self.root / file
             if not path.is_file():
                 raise CheckpointError(f"{path}: shard missing (listed in {self.index} for tensor '{wanted}')")
@@ -267,6 +281,21 @@ def load_checkpoint(path, config: DSV4Config | None = None, device="cpu", layers
     return out
 
 
+def checkpoint_tensor_bytes(path) -> dict[str, int]:
+    """Disk name -> bytes of every tensor in a checkpoint, read from the shard headers (no tensor data)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise CheckpointError(f"{root}: not a checkpoint directory")
+    shards = _Shards(root)
+    sizes = {}
+    for name in shards.files:
+        dtype, shape = shards.meta(name)
+        if not isinstance(dtype, torch.dtype):
+            raise _fail(shards, name, f"unsupported dtype {dtype}")
+        sizes[name] = math.prod(shape) * dtype.itemsize
+    return sizes
+
+
 # ---------------------------------------------------------------- writing
 
 _SUFFIXES = {
@@ -304,7 +333,12 @@ def disk_tensors(name: str, value: Tensor | QuantizedWeight, scheme: str) -> Ite
 
 
 class ShardWriter:
-    """Write tensors into ~``shard_bytes`` safetensors shards plus the index, HF-style file names."""
+    """Write tensors into ~``shard_bytes`` safetensors shards plus the index, HF-style file names.
+
+    A full shard goes to a background thread that writes it while the caller produces the next one; the
+    hand-over waits while the previous shard is still being written, so host memory holds two shards. Use it
+    as a context manager: leaving the block writes the last shard and the index (or, on an error, stops).
+    """
 
     def __init__(self, out_dir: Path, shard_bytes: int):
         self.out, self.limit = Path(out_dir), shard_bytes
@@ -312,23 +346,62 @@ class ShardWriter:
         self.pending_bytes = 0
         self.shards: list[list[str]] = []
         self.total = 0
+        self._queue: queue.Queue = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._write_shards, daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> "ShardWriter":
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if kind is None:
+            self.finish()
+        else:
+            self._stop()
 
     def add(self, name: str, t: Tensor) -> None:
         size = t.numel() * t.element_size()
         if self.pending and self.pending_bytes + size > self.limit:
             self._flush()
-        self.pending[name] = t.detach().to("cpu").contiguous().clone()
+        self.pending[name] = t.detach().contiguous().to("cpu", copy=True)  # its own storage: safetensors needs it
         self.pending_bytes += size
         self.total += size
 
+    def _write_shards(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            tensors, path = job
+            if self._error is None:
+                try:
+                    save_file(tensors, str(path))
+                except BaseException as e:  # reported by the producer at its next hand-over
+                    self._error = e
+            del tensors, job
+            self._queue.task_done()
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise CheckpointError(f"{self.out}: writing a shard failed: {self._error}") from None
+
     def _flush(self) -> None:
-        save_file(self.pending, str(self.out / f".shard-{len(self.shards):05d}.tmp"))
+        self._queue.join()  # the previous shard is on disk: host memory holds this one and the next
+        self._check()
+        self._queue.put((self.pending, self.out / f".shard-{len(self.shards):05d}.tmp"))
         self.shards.append(list(self.pending))
         self.pending, self.pending_bytes = {}, 0
+
+    def _stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
 
     def finish(self) -> Path:
         if self.pending or not self.shards:
             self._flush()
+        self._stop()
+        self._check()
         n, weight_map = len(self.shards), {}
         for k, names in enumerate(self.shards):
             file = f"model-{k + 1:05d}-of-{n:05d}.safetensors"

@@ -12,17 +12,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Callable, Iterator
 
 import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dsv4.checkpoint import CheckpointError, checkpoint_specs, load_checkpoint
+from dsv4.checkpoint import CheckpointError
 from dsv4.config import ConfigError, DSV4Config, load_config, preset
 from dsv4.graphs import MODES, GraphDecoder
 from dsv4.model import MAX_COMPRESS_RATIO, DSV4Model
-from dsv4.synth import FORMATS, SynthError, iter_synthetic_weights
+from dsv4.placement import weight_parts
+from dsv4.synth import FORMATS, SynthError
 
 
 class GenerateError(Exception):
@@ -52,38 +52,8 @@ def pick_devices(gpus: int | None, need_cuda: bool) -> list[torch.device]:
     return [torch.device("cuda", i) for i in range(gpus or 1)]
 
 
-def layer_placement(config: DSV4Config, devices: list[torch.device]) -> dict[torch.device, list[int]]:
-    """Layer i goes to devices[i * n // L], as DSV4Model places it."""
-    n, layers = len(devices), config.num_hidden_layers
-    placement: dict[torch.device, list[int]] = {}
-    for i in range(layers):
-        placement.setdefault(devices[i * n // layers], []).append(i)
-    return placement
-
-
-def weight_entries(args, config, devices) -> Iterator[tuple[int, Callable[[], Iterator]]]:
-    """(entry count, iterator factory) per device part: globals on the first device, then each device's layers."""
-    parts = [(devices[0], None)] + list(layer_placement(config, devices).items())
-    for device, layers in parts:
-        only_globals = layers is None
-        count = len(checkpoint_specs(config, layers if not only_globals else [], include_globals=only_globals))
-        if args.checkpoint:
-            def load(device=device, layers=layers, only_globals=only_globals, progress=None):
-                return load_checkpoint(args.checkpoint, config, device, layers if not only_globals else [],
-                                       progress, include_globals=only_globals).items()
-        else:
-            def load(device=device, layers=layers, only_globals=only_globals, progress=None):
-                for n, item in enumerate(iter_synthetic_weights(config, args.format, device, args.seed,
-                                                                layers if not only_globals else [],
-                                                                include_globals=only_globals), 1):
-                    yield item
-                    if progress is not None:
-                        progress(n, 0, item[0])
-        yield count, load
-
-
 def load_weights(args, config, devices, progress: Progress) -> dict:
-    parts = list(weight_entries(args, config, devices))
+    parts = weight_parts(config, devices, args.checkpoint, args.format, args.seed)
     task = progress.add_task("loading weights", total=sum(c for c, _ in parts))
     weights: dict = {}
     for _, load in parts:

@@ -12,7 +12,8 @@ Formats: ``nvfp4`` (NVIDIA release: routed and shared experts NVFP4, attention F
 BF16; HF names on disk), ``official`` (attention and shared experts FP8 with E8M0 scales, experts MXFP4; official
 names), ``bf16`` (everything BF16; HF names).
 
-CLI: ``python -m dsv4.synth --preset tiny --format nvfp4 --out DIR [--seed S]``.
+CLI: ``python -m dsv4.synth --preset flash --format nvfp4 --out DIR [--seed S] [--device cuda]``: draws on the GPU
+when there is one and streams shards to disk with bounded host memory (see ``write_checkpoint``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import math
 import shutil
 import sys
+import time
 import zlib
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -136,33 +138,35 @@ def synthetic_weights(config: DSV4Config, fmt: str = "nvfp4", device="cpu", seed
     return dict(iter_synthetic_weights(config, fmt, device, seed, layers, include_globals))
 
 
+def spec_bytes(spec: TensorSpec, fmt: str) -> int:
+    """Bytes one loaded entry takes in ``fmt`` (stored components, without safetensors headers)."""
+    if spec.kind in ("tensor", "dense"):
+        return math.prod(spec.shape) * spec.dtypes[0].itemsize
+    *lead, out, inp = spec.shape
+    n, kind = math.prod(lead), ROLE_FORMATS[fmt][spec.role]
+    if kind[0] == "fp8":
+        grid = -(-out // FP8_BLOCK) * -(-inp // FP8_BLOCK)
+        return n * (out * inp + grid * (4 if kind[1] == "f32" else 1))
+    if kind[0] == "nvfp4":
+        return n * (out * inp // 2 + out * inp // NVFP4_BLOCK + 8)
+    if kind[0] == "mxfp4":
+        return n * (out * inp // 2 + out * inp // MXFP4_BLOCK)
+    return n * out * inp * 2
+
+
 def estimate_bytes(config: DSV4Config, fmt: str) -> int:
     """Bytes the checkpoint of ``config`` takes on disk in ``fmt`` (without safetensors headers)."""
-    total = 0
-    for spec in checkpoint_specs(config):
-        if spec.kind in ("tensor", "dense"):
-            total += math.prod(spec.shape) * spec.dtypes[0].itemsize
-            continue
-        *lead, out, inp = spec.shape
-        n, kind = math.prod(lead), ROLE_FORMATS[fmt][spec.role]
-        if kind[0] == "fp8":
-            grid = -(-out // FP8_BLOCK) * -(-inp // FP8_BLOCK)
-            total += n * (out * inp + grid * (4 if kind[1] == "f32" else 1))
-        elif kind[0] == "nvfp4":
-            total += n * (out * inp // 2 + out * inp // NVFP4_BLOCK + 8)
-        elif kind[0] == "mxfp4":
-            total += n * (out * inp // 2 + out * inp // MXFP4_BLOCK)
-        else:
-            total += n * out * inp * 2
-    return total
+    return sum(spec_bytes(spec, fmt) for spec in checkpoint_specs(config))
 
 
 def write_checkpoint(config: DSV4Config, out_dir, fmt: str = "nvfp4", seed: int = 0, shard_bytes: int = 2 << 30,
-                     scheme: str | None = None, progress=None) -> Path:
-    """Write config.json, the safetensors index and shards of ``synthetic_weights(config, fmt, "cpu", seed)``.
+                     scheme: str | None = None, progress=None, device="cpu") -> Path:
+    """Write config.json, the safetensors index and shards of ``synthetic_weights(config, fmt, device, seed)``.
 
-    ``scheme`` ("hf" or "official") picks the on-disk names; by default HF for nvfp4/bf16, official for official.
-    ``progress(done, total, name)`` is called after each entry.
+    Streaming: each entry is drawn on ``device``, copied to host and handed to a background shard writer, so
+    host memory holds at most about two shards whatever the model's size; a GPU ``device`` keeps drawing while
+    the disk writes. ``scheme`` ("hf" or "official") picks the on-disk names; by default HF for nvfp4/bf16,
+    official for official. ``progress(done, total, name)`` is called after each entry.
     """
     if fmt not in FORMATS:
         raise SynthError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
@@ -173,16 +177,17 @@ def write_checkpoint(config: DSV4Config, out_dir, fmt: str = "nvfp4", seed: int 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise SynthError(f"{out}: exists and is not an empty directory")
     out.mkdir(parents=True, exist_ok=True)
-    writer = ShardWriter(out, shard_bytes)
+    device = torch.device(device)
     total = len(checkpoint_specs(config))
-    for n, (name, value) in enumerate(iter_synthetic_weights(config, fmt, "cpu", seed), 1):
-        for disk_name, t in disk_tensors(name, value, scheme):
-            writer.add(disk_name, t)
-        if progress is not None:
-            progress(n, total, name)
-    writer.finish()
+    with ShardWriter(out, shard_bytes) as writer:
+        for n, (name, value) in enumerate(iter_synthetic_weights(config, fmt, device, seed), 1):
+            for disk_name, t in disk_tensors(name, value, scheme):
+                writer.add(disk_name, t)
+            del value
+            if progress is not None:
+                progress(n, total, name)
     meta = {"model_type": "deepseek_v4", "architectures": ["DeepseekV4ForCausalLM"], "torch_dtype": "bfloat16",
-            "synthetic": {"format": fmt, "seed": seed, "names": scheme}}
+            "synthetic": {"format": fmt, "seed": seed, "names": scheme, "device": device.type}}
     (out / "config.json").write_text(json.dumps({**meta, **config.to_dict()}, indent=2) + "\n")
     return out
 
@@ -201,11 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shard-mb", type=int, default=2048, help="approximate shard size in MiB")
     parser.add_argument("--names", choices=("hf", "official"), help="on-disk name scheme (default per format)")
+    parser.add_argument("--device", default="auto",
+                        help="where the weights are drawn: cuda[:K] or cpu (default: cuda when there is a GPU)")
     args = parser.parse_args(argv)
     try:
         config = preset(args.preset)
         if args.shard_mb <= 0:
             raise SynthError("--shard-mb must be positive")
+        device = _device(args.device)
         need = estimate_bytes(config, args.format)
         probe = next(p for p in (args.out, *args.out.absolute().parents) if p.exists())
         free = shutil.disk_usage(probe).free
@@ -213,16 +221,35 @@ def main(argv: list[str] | None = None) -> int:
             raise SynthError(f"preset {args.preset} in {args.format} needs {need / 1e9:.1f} GB but {probe} has "
                              f"{free / 1e9:.1f} GB free; build it in memory with synthetic_weights() instead")
         from rich.console import Console
-        from rich.progress import Progress
-        with Progress(transient=True, console=Console(stderr=True)) as bar:
-            task = bar.add_task(f"{args.preset} {args.format}", total=None)
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        started = time.perf_counter()
+        with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
+            task = bar.add_task(f"{args.preset} {args.format} on {device}", total=None)
             write_checkpoint(config, args.out, args.format, args.seed, args.shard_mb << 20, args.names,
-                             progress=lambda done, total, name: bar.update(task, completed=done, total=total))
+                             progress=lambda done, total, name: bar.update(task, completed=done, total=total),
+                             device=device)
+        seconds = time.perf_counter() - started
     except (ConfigError, SynthError, OSError) as e:
         print(f"{parser.prog}: error: {e}", file=sys.stderr)
         return 2
-    print(f"wrote {args.out} ({args.preset}, {args.format}, seed {args.seed}, {need / 1e6:.1f} MB)")
+    print(f"wrote {args.out} ({args.preset}, {args.format}, seed {args.seed}, drawn on {device}, "
+          f"{need / 1e6:.1f} MB in {seconds:.1f} s, {need / 1e9 / seconds:.2f} GB/s)")
     return 0
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise SynthError(f"--device {name!r} is not a device (cuda, cuda:K or cpu)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SynthError("--device cuda but no CUDA GPU is available")
+    if device.type not in ("cuda", "cpu"):
+        raise SynthError(f"--device {name!r}: only cuda and cpu are supported")
+    return device
 
 
 if __name__ == "__main__":

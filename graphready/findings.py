@@ -167,22 +167,25 @@ def report_to_json(
     units: list[dict[str, Any]] | None = None,
     tool: str = "lint",
     root: Path | None = None,
+    run: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The versioned JSON document written by `--format json`.
 
     `run` says which graphready wrote it, when, and the directory its finding paths are relative
-    to, so a report made later (or elsewhere) can show where the findings came from.
+    to, so a report made later (or elsewhere) can show where the findings came from; `check` adds
+    its target, shard and workers (the `run` argument).
     """
-    run: dict[str, Any] = {
+    record: dict[str, Any] = {
         "graphready": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     if root is not None:
-        run["root"] = str(Path(root).resolve())
+        record["root"] = str(Path(root).resolve())
+    record.update(run or {})
     doc: dict[str, Any] = {
         "version": JSON_VERSION,
         "tool": tool,
-        "run": run,
+        "run": record,
         "findings": [f.to_json() for f in sorted(findings, key=Finding.sort_key)],
         "summary": summary,
     }

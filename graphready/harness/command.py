@@ -1,40 +1,50 @@
 """`graphready check TARGET`: capture, replay and compare a target's units on the GPU.
 
-Exit 0 when every unit passes, 1 on findings or a unit that could not be checked, 2 on usage
-errors or when no GPU is available.
+Exit 0 when every unit passes (or none was selected), 1 on findings or a unit that could not be
+checked, 2 on usage errors, when no GPU is available, or when the target does not fit the GPUs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+import time
 from pathlib import Path
 
 from graphready.errors import UsageError
 from graphready.findings import Severity, summarize
-from graphready.harness.isolation import UnitInfo, WorkerOptions, list_units
+from graphready.harness.isolation import UnitInfo, WorkerOptions, list_target
 from graphready.harness.result import PASS, UnitResult
 from graphready.harness.target import BUILTIN_TARGETS
 
 FORMATS = ("text", "json", "sarif", "junit")
-DSV4_PRESETS = ("tiny", "pro-4L")
+SHARD = re.compile(r"(\d+)/(\d+)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="pkg.module:factory, path/to/file.py:factory, or a built-in target (dsv4)")
     parser.add_argument("--unit", action="append", default=[], metavar="NAME", help="check only this unit (repeatable)")
+    parser.add_argument("--changed-since", metavar="REF",
+                        help="check only the units whose code (and what it calls) `git diff REF` touched")
+    parser.add_argument("--shard", metavar="K/N", help="check only the K-th of N deterministic slices of the units")
     parser.add_argument("--steps", type=int, default=8, metavar="K", help="eager steps and replays per measurement")
     parser.add_argument("--format", choices=FORMATS, default="text")
     parser.add_argument("--output", metavar="FILE", help="write the report here instead of stdout")
-    parser.add_argument("--gpus", type=int, default=1, metavar="N", help="run units in parallel over N GPUs")
-    parser.add_argument("--jobs", type=int, default=1, metavar="J", help="units at a time per GPU (timings assume 1)")
+    parser.add_argument("--gpus", type=int, default=1, metavar="N",
+                        help="GPUs to use: a target placed over several GPUs (dsv4) sees all N in one worker; "
+                             "other targets run N workers side by side")
+    parser.add_argument("--jobs", type=int, default=1, metavar="J",
+                        help="workers at a time per GPU for targets that fit one GPU (timings assume 1)")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per unit before it is killed")
+    parser.add_argument("--load-timeout", type=float, default=1800.0, metavar="S",
+                        help="seconds a worker may take to build the target before it is killed")
     parser.add_argument(
         "--capture-alloc-limit-mb", type=float, default=512.0, metavar="MB", help="GD402 warns above this capture allocation"
     )
     parser.add_argument("--fail-on", default="warning", help="lowest severity that fails the run (default: warning)")
-    parser.add_argument("--preset", choices=DSV4_PRESETS, help="dsv4 target: model preset (default tiny)")
+    parser.add_argument("--preset", metavar="NAME", help="dsv4 target: tiny (default), flash, pro or pro-<N>L")
     parser.add_argument("--checkpoint", metavar="DIR", help="dsv4 target: load weights from this checkpoint")
     parser.add_argument(
         "--lint",
@@ -44,24 +54,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    found = SHARD.fullmatch(text.strip())
+    if not found or not 1 <= int(found.group(1)) <= int(found.group(2)):
+        raise UsageError(f"--shard must be K/N with 1 <= K <= N, got {text!r}")
+    return int(found.group(1)), int(found.group(2))
+
+
+def shard_units(units: list[UnitInfo], shard: tuple[int, int] | None) -> list[UnitInfo]:
+    """The K-th of N slices: every N-th unit from the K-th, in listing order (the same on every machine)."""
+    if shard is None:
+        return units
+    index, count = shard
+    return units[index - 1 :: count]
+
+
 def _validate(args) -> tuple[Severity, str]:
     if args.steps < 1:
         raise UsageError("--steps must be at least 1")
     if args.gpus < 1 or args.jobs < 1:
         raise UsageError("--gpus and --jobs must be at least 1")
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    if args.timeout <= 0 or args.load_timeout <= 0:
+        raise UsageError("--timeout and --load-timeout must be positive")
+    parse_shard(args.shard)
     try:
         fail_on = Severity.parse(args.fail_on)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     kwargs: dict[str, str] = {}
     if args.target == "dsv4" or BUILTIN_TARGETS.get("dsv4") == args.target:
-        kwargs["preset"] = args.preset or "tiny"
+        if args.preset and args.checkpoint:
+            raise UsageError("give --preset or --checkpoint, not both")
         if args.checkpoint:
             if not Path(args.checkpoint).is_dir():
                 raise UsageError(f"--checkpoint {args.checkpoint}: no such directory")
             kwargs["checkpoint"] = str(Path(args.checkpoint).resolve())
+        else:
+            kwargs["preset"] = args.preset or "tiny"
     elif args.preset or args.checkpoint:
         raise UsageError("--preset and --checkpoint apply only to the built-in dsv4 target")
     return fail_on, json.dumps(kwargs)
@@ -87,28 +118,8 @@ def _gpu_count() -> int:
     return torch.cuda.device_count()
 
 
-def _run_with_progress(target: str, units: list[UnitInfo], options: WorkerOptions, gpus: int, jobs: int):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from graphready.harness.scheduler import run_units
-
-    console = Console(stderr=True)
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        overall = progress.add_task(f"checking {target}", total=len(units))
-
-        def on_start(unit: UnitInfo, gpu: int) -> None:
-            progress.update(overall, description=f"checking {unit.name} on cuda:{gpu}")
-
-        def on_done(result: UnitResult) -> None:
-            progress.advance(overall)
-            if not console.is_terminal:
-                return
-            mark = {"pass": "[green]pass[/]", "fail": "[red]fail[/]"}.get(result.status(), "[yellow]error[/]")
-            progress.console.print(f"{mark} {result.name}")
-
-        return run_units(target, units, options, gpus=gpus, jobs=jobs, on_start=on_start, on_done=on_done)
+def _say(message: str) -> None:
+    print(f"graphready check: {message}", file=sys.stderr, flush=True)
 
 
 def cross_check_with_lint(findings: list, root: Path, enabled: bool | None) -> None:
@@ -131,8 +142,9 @@ def cross_check_with_lint(findings: list, root: Path, enabled: bool | None) -> N
 
 
 def build_report(results: list[UnitResult], fail_on: Severity, fmt: str, root: Path, color: bool = False,
-                 settings: dict | None = None) -> str:
-    """The report in `fmt`; `settings` (what `check` was asked to do) go into the summary as `config`."""
+                 settings: dict | None = None, run: dict | None = None) -> str:
+    """The report in `fmt`; `settings` (what `check` was asked to do) go into the summary as `config`,
+    `run` (target, unit selection, workers) into the document's run record."""
     from graphready.output import render
 
     findings = [f for r in results for f in r.findings]
@@ -140,7 +152,27 @@ def build_report(results: list[UnitResult], fail_on: Severity, fmt: str, root: P
     if settings is not None:
         summary["config"] = settings
     units = [r.unit_row(fail_on) for r in results]
-    return render(fmt, findings, summary, tool="check", units=units, root=root, color=color)
+    return render(fmt, findings, summary, tool="check", units=units, root=root, color=color, run=run)
+
+
+def _choose(args, listed: list[UnitInfo], root: Path) -> tuple[list[UnitInfo], dict]:
+    """--unit, then --changed-since, then --shard; returns the units and how they were chosen (for the JSON)."""
+    units = _select(listed, args.unit)
+    chosen: dict = {"listed": [u.name for u in listed]}
+    if args.changed_since:
+        from graphready.harness.changes import select_changed
+
+        selection = select_changed(units, args.changed_since, root)
+        chosen["changed_since"] = {"ref": args.changed_since, "why": selection.why, "untraced": selection.untraced}
+        _say(f"changed since {args.changed_since}: {len(selection.units)} of {len(units)} unit(s)"
+             + (f" ({', '.join(u.name for u in selection.units)})" if selection.units else ""))
+        units = selection.units
+    shard = parse_shard(args.shard)
+    if shard is not None:
+        chosen["shard"] = {"index": shard[0], "count": shard[1]}
+        units = shard_units(units, shard)
+        _say(f"shard {shard[0]}/{shard[1]}: {len(units)} unit(s)")
+    return units, chosen
 
 
 def check_settings(args: argparse.Namespace, fail_on: Severity, factory_kwargs: str) -> dict:
@@ -162,15 +194,28 @@ def run(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         factory_kwargs=factory_kwargs,
         root=str(root),
+        load_timeout_s=args.load_timeout,
     )
-    units = _select(list_units(args.target, options), args.unit)
-    available = _gpu_count()
-    if args.gpus > available:
-        raise UsageError(f"--gpus {args.gpus} but this machine has {available} GPU(s)")
-    results = _run_with_progress(args.target, units, options, args.gpus, args.jobs)
+    started = time.monotonic()
+    listing = list_target(args.target, options, args.gpus)
+    units, chosen = _choose(args, listing.units, root)
+    run_info = {"target": args.target, "factory_kwargs": json.loads(factory_kwargs), "gpus": args.gpus, **chosen}
+    if units:
+        available = _gpu_count()
+        if args.gpus > available:
+            raise UsageError(f"--gpus {args.gpus} but this machine has {available} GPU(s)")
+        from graphready.harness.progress import run_with_progress
+
+        outcome = run_with_progress(args.target, units, options, args.gpus, args.jobs, listing.spans_gpus)
+        results = outcome.results
+        run_info["workers"] = [w.to_json() for w in outcome.workers]
+    else:
+        results = []
+        run_info["workers"] = []
+    run_info["wall_s"] = round(time.monotonic() - started, 3)
     cross_check_with_lint([f for r in results for f in r.findings], root, args.lint)
     report = build_report(results, fail_on, args.format, root, color=not args.output and sys.stdout.isatty(),
-                          settings=check_settings(args, fail_on, factory_kwargs))
+                          settings=check_settings(args, fail_on, factory_kwargs), run=run_info)
     if args.output:
         Path(args.output).write_text(report, encoding="utf-8")
     else:

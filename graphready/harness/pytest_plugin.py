@@ -37,7 +37,8 @@ def _worker_options(steps: int, timeout: float, capture_alloc_limit_mb: float):
 
 
 def _check_by_spec(target: str, unit_name: str | None, gpu: int, options):
-    from graphready.harness.isolation import check_isolated, list_units
+    from graphready.harness.isolation import list_units
+    from graphready.harness.scheduler import check_isolated
 
     units = list_units(target, options)
     if unit_name is None:

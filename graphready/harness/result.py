@@ -23,6 +23,13 @@ CHECK_NAMES = {
 
 PASS, FAIL, ERROR = "pass", "fail", "error"
 
+# The session's phases (graphready.harness.session), grouped into what the report shows per unit.
+PHASE_GROUPS = {
+    "eager_check_s": ("inputs", "warm-up", "sync", "kernels", "eager timing", "memory growth"),
+    "capture_s": ("capture", "capture analysis"),
+    "replay_check_s": ("replay", "freed memory", "eager reference", "replay timing"),
+}
+
 
 def make_finding(
     rule: str,
@@ -61,6 +68,8 @@ class UnitResult:
     capture_alloc_bytes: int | None = None
     memory_growth_bytes: int | None = None
     notes: list[str] = field(default_factory=list)
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time per check phase
+    worker: int | None = None  # which worker process checked it (see the report's `run.workers`)
 
     def status(self, fail_on: Severity = Severity.WARNING) -> str:
         if self.error is not None:
@@ -68,6 +77,10 @@ class UnitResult:
         if any(f.severity >= fail_on for f in self.findings):
             return FAIL
         return PASS
+
+    def poisons_worker(self) -> bool:
+        """A failed capture poisons the CUDA context; a unit that could not be checked may have too."""
+        return self.capture == "failed" or self.error is not None
 
     @property
     def speedup(self) -> float | None:
@@ -90,6 +103,12 @@ class UnitResult:
             "capture_alloc_bytes": self.capture_alloc_bytes,
             "findings": len(self.findings),
         }
+        if self.phase_seconds:
+            for group, phases in PHASE_GROUPS.items():
+                row[group] = _round(sum(self.phase_seconds.get(p, 0.0) for p in phases))
+            row["check_s"] = _round(sum(self.phase_seconds.values()))
+        if self.worker is not None:
+            row["worker"] = self.worker
         if self.error is not None:
             row["error"] = self.error
         if self.notes:

@@ -9,6 +9,7 @@ GD501), then replays against eager (GD303, GD304, GD301, GD302) and replay timin
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -39,6 +40,32 @@ class CheckOptions:
     root: Path = field(default_factory=Path.cwd)
 
 
+class PhaseClock:
+    """Wall seconds per check phase, so the harness's own cost per unit is visible in the report."""
+
+    def __init__(self, forward: Callable[[str], None]):
+        self.forward = forward
+        self.seconds: dict[str, float] = {}
+        self.current: str | None = None
+        self.started = time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
+        self._close()
+        self.current = phase
+        self.forward(phase)
+
+    def _close(self) -> None:
+        now = time.perf_counter()
+        if self.current is not None:
+            self.seconds[self.current] = self.seconds.get(self.current, 0.0) + now - self.started
+        self.started = now
+
+    def stop(self) -> dict[str, float]:
+        self._close()
+        self.current = None
+        return {phase: round(s, 4) for phase, s in self.seconds.items()}
+
+
 class UnitRun:
     """One unit's check in progress: its device, options, state handling and the report being built."""
 
@@ -46,7 +73,7 @@ class UnitRun:
         self.unit = unit
         self.device = device
         self.options = options
-        self.on_phase = on_phase
+        self.on_phase = PhaseClock(on_phase)
         self.result = UnitResult(name=unit.name, device=str(device))
         path, line = callable_location(unit.fn)
         self.fn_location = Location(relative_path(path, options.root), line)
@@ -98,6 +125,8 @@ def check_unit(
         _check(run)
     except _Stop:
         pass
+    finally:
+        run.result.phase_seconds = run.on_phase.stop()
     return run.result
 
 

@@ -1,12 +1,15 @@
 """Resolve a target spec (`pkg.mod:factory` or `path/to/file.py:factory`) into its units.
 
-Built-in targets (`dsv4`) are factories under `graphready.harness.targets`.
+Built-in targets (`dsv4`) are factories under `graphready.harness.targets`. A factory that takes a
+`gpus` argument places one model over that many GPUs (`check --gpus N` hands it N, and one worker
+sees them all); any other factory's units each fit one GPU, and `--gpus N` runs N workers side by side.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -63,10 +66,24 @@ def load_factory(spec: str) -> Callable[..., Any]:
     return factory
 
 
-def load_units(spec: str, factory_kwargs: dict[str, Any] | None = None) -> list[Unit]:
-    """Call the target's factory and validate what it returns: a non-empty list of uniquely named units."""
+def spans_gpus(factory: Callable[..., Any]) -> bool:
+    """The factory places its model over several GPUs: it takes a `gpus` argument."""
+    try:
+        return "gpus" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def load_units(spec: str, factory_kwargs: dict[str, Any] | None = None, gpus: int | None = None) -> list[Unit]:
+    """Call the target's factory and validate what it returns: a non-empty list of uniquely named units.
+
+    `gpus` reaches the factory only when it takes that argument (see `spans_gpus`).
+    """
     factory = load_factory(spec)
-    units = factory(**(factory_kwargs or {}))
+    kwargs = dict(factory_kwargs or {})
+    if gpus is not None and spans_gpus(factory):
+        kwargs["gpus"] = gpus
+    units = factory(**kwargs)
     if isinstance(units, Unit):
         units = [units]
     if not isinstance(units, (list, tuple)) or not units:

@@ -18,6 +18,10 @@ class Unit:
     the tensors `fn` mutates (KV cache, counters) so eager and replay start from the same state.
     `device` pins the unit to one GPU (`"cuda:1"`); None means the GPU the harness assigns.
     `atol`/`rtol` bound the replay-vs-eager difference (0 means bitwise equal).
+    `setup()` builds what `fn` needs (a model): a worker calls the setup of every unit it will
+    check once, before the first check, and reports that time as its load; cache the build so
+    units of one target share it. `reaches` lists code `fn` runs that a static call graph cannot
+    follow (callables dispatched through a table), for `graphready check --changed-since`.
     """
 
     name: str
@@ -27,6 +31,8 @@ class Unit:
     device: Any = None
     atol: float = 0.0
     rtol: float = 0.0
+    setup: Callable[[], Any] | None = None
+    reaches: tuple[Callable[..., Any], ...] = ()
     origin: str | None = field(default=None, compare=False)  # target spec that built it, if any
 
     def __post_init__(self) -> None:
@@ -38,6 +44,11 @@ class Unit:
             raise TypeError(f"unit {self.name!r}: make_inputs must be callable")
         if self.state is not None and not callable(self.state):
             raise TypeError(f"unit {self.name!r}: state must be callable or None")
+        if self.setup is not None and not callable(self.setup):
+            raise TypeError(f"unit {self.name!r}: setup must be callable or None")
+        self.reaches = tuple(self.reaches)
+        if not all(callable(code) for code in self.reaches):
+            raise TypeError(f"unit {self.name!r}: reaches must hold callables")
         if self.atol < 0 or self.rtol < 0:
             raise ValueError(f"unit {self.name!r}: atol and rtol must be >= 0")
 

@@ -1,18 +1,26 @@
-"""The worker process: list a target's units, or check one unit and write its report as JSON.
+"""The worker process: list a target's units, or load the target once and check units in turn.
 
-    python -m graphready.harness.worker list TARGET --out FILE [--factory-kwargs JSON]
-    python -m graphready.harness.worker run TARGET --unit NAME --gpu K --out FILE [...]
+    python -m graphready.harness.worker list TARGET --out FILE [--factory-kwargs JSON] [--gpus N]
+    python -m graphready.harness.worker serve TARGET --units JSON --events-fd FD [--gpu K] [--gpus N] [...]
 
-Each unit runs in its own worker because a failed capture poisons the process's CUDA state.
+`serve` builds the target once (its factory, then every unit's `setup`), then checks the named units
+in order and streams one JSON line per event to the file descriptor FD: `loaded`, then per unit
+`start`, `phase`..., `result`. A failed capture poisons the process's CUDA context, so after a unit
+that failed capture or could not be checked the worker says `retire` and exits; the parent starts
+a fresh worker for the units that are left. Without `--gpu` the worker sees every GPU (a target
+placed over several GPUs); with it, "cuda" means GPU K.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
 
 def _write_json(path: str, data) -> None:
@@ -22,83 +30,144 @@ def _write_json(path: str, data) -> None:
     os.replace(tmp, path)
 
 
+def _describe(exc: BaseException) -> str:
+    from graphready.errors import UsageError
+
+    return str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+
+
 def _list(args) -> int:
     from graphready.harness.frames import relative_path
-    from graphready.harness.target import load_units
+    from graphready.harness.target import load_factory, load_units, spans_gpus
     from graphready.harness.unit import callable_location
 
     try:
-        units = load_units(args.target, json.loads(args.factory_kwargs))
+        spans = spans_gpus(load_factory(args.target))
+        units = load_units(args.target, json.loads(args.factory_kwargs), args.gpus)
     except Exception as exc:  # the user's factory: report, never a traceback
-        _write_json(args.out, {"error": f"{type(exc).__name__}: {exc}" if not _is_usage(exc) else str(exc)})
+        _write_json(args.out, {"error": _describe(exc)})
         return 0
+    root = Path(args.root)
     rows = []
     for unit in units:
         path, line = callable_location(unit.fn)
-        rows.append(
-            {"name": unit.name, "device": unit.device_label(), "path": relative_path(path, Path(args.root)), "line": line}
-        )
-    _write_json(args.out, {"units": rows})
+        code = [list(callable_location(c)) for c in unit.reaches]
+        rows.append({
+            "name": unit.name, "device": unit.device_label(), "path": relative_path(path, root), "line": line,
+            "reaches": [[relative_path(p, root), n] for p, n in code],
+        })
+    _write_json(args.out, {"units": rows, "spans_gpus": spans})
     return 0
 
 
-def _is_usage(exc: BaseException) -> bool:
-    from graphready.errors import UsageError
+class Events:
+    """One JSON object per line on the parent's pipe."""
 
-    return isinstance(exc, UsageError)
+    def __init__(self, fd: int):
+        self.stream = os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+
+    def __call__(self, event: str, **data) -> None:
+        self.stream.write(json.dumps({"event": event, **data}) + "\n")
+        self.stream.flush()
 
 
-def _run(args) -> int:
-    import torch
-
-    from graphready.harness.session import CheckOptions, check_unit
+def serve(target: str, names: list[str], factory_kwargs: dict, gpus: int, emit: Callable[..., None],
+          check: Callable) -> int:
+    """Load the target once, then `check(unit, on_phase) -> UnitResult` each named unit until one poisons."""
     from graphready.harness.target import load_units, select_unit
 
-    def on_phase(phase: str) -> None:
-        with open(args.phase_file, "w", encoding="utf-8") as handle:
-            handle.write(phase)
-
-    on_phase("load")
-    has_gpu = torch.cuda.is_available()
-    if has_gpu:
-        torch.cuda.set_device(args.gpu)  # so that the factory's "cuda" means the assigned GPU
+    started = time.perf_counter()
     try:
-        unit = select_unit(load_units(args.target, json.loads(args.factory_kwargs)), args.unit)
-    except Exception as exc:  # the user's factory raised, or the unit vanished since listing
-        _write_json(args.out, {"fatal": f"cannot load unit {args.unit!r}: {type(exc).__name__}: {exc}"})
+        units = load_units(target, factory_kwargs, gpus)
+        chosen = [select_unit(units, name) for name in names]
+        for unit in chosen:
+            if unit.setup is not None:
+                unit.setup()
+    except Exception as exc:  # the user's factory or setup raised: every unit of this worker is unchecked
+        emit("load-failed", message=_describe(exc))
         return 0
-    if not has_gpu:
-        _write_json(args.out, {"fatal": "no CUDA GPU is available"})
-        return 0
-    device = torch.device(unit.device) if unit.device is not None else torch.device("cuda", args.gpu)
-    if device.type != "cuda":
-        _write_json(args.out, {"fatal": f"unit {unit.name!r} is on {device}; the harness checks CUDA units"})
-        return 0
-    if device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    if device.index >= torch.cuda.device_count():
-        _write_json(args.out, {"fatal": f"unit {unit.name!r} wants {device} but this machine has {torch.cuda.device_count()} GPU(s)"})
-        return 0
-    options = CheckOptions(steps=args.steps, capture_alloc_limit=args.capture_alloc_limit, root=Path(args.root))
-    result = check_unit(unit, device, options, on_phase)
-    _write_json(args.out, {"result": result.to_json()})
+    emit("loaded", seconds=round(time.perf_counter() - started, 3), pid=os.getpid())
+    for unit in chosen:
+        emit("start", unit=unit.name)
+        result = check(unit, lambda phase: emit("phase", phase=phase))
+        emit("result", result=result.to_json())
+        if result.poisons_worker():
+            emit("retire", unit=unit.name)
+            return 0
+    emit("done")
     return 0
+
+
+def gpu_check(steps: int, capture_alloc_limit: int, root: Path) -> Callable:
+    """The real check: `graphready.harness.session.check_unit` on the unit's GPU, memory released after."""
+    import torch
+
+    from graphready.harness.result import UnitResult, make_finding
+    from graphready.harness.session import CheckOptions, check_unit
+    from graphready.harness.frames import relative_path
+    from graphready.harness.unit import callable_location
+
+    options = CheckOptions(steps=steps, capture_alloc_limit=capture_alloc_limit, root=root)
+
+    def unusable(unit, message: str) -> UnitResult:
+        path, line = callable_location(unit.fn)
+        result = UnitResult(name=unit.name, device=unit.device_label(), error=message)
+        result.findings.append(make_finding("GD201", message, unit=unit.name, path=relative_path(path, root), line=line))
+        return result
+
+    def check(unit, on_phase):
+        device = torch.device(unit.device) if unit.device is not None else torch.device("cuda", torch.cuda.current_device())
+        if device.type != "cuda":
+            return unusable(unit, f"unit {unit.name!r} is on {device}; the harness checks CUDA units")
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device.index >= torch.cuda.device_count():
+            return unusable(unit, f"unit {unit.name!r} wants {device} but this machine has "
+                                  f"{torch.cuda.device_count()} GPU(s)")
+        try:
+            return check_unit(unit, device, options, on_phase)
+        finally:
+            gc.collect()  # the unit's graph and its private pool go before the next unit
+            torch.cuda.synchronize(device)
+            torch.cuda.empty_cache()
+
+    return check
+
+
+def _serve(args) -> int:
+    emit = Events(args.events_fd)
+    import torch
+
+    if not torch.cuda.is_available():
+        emit("load-failed", message="no CUDA GPU is available")
+        return 0
+    if args.gpu is not None:
+        torch.cuda.set_device(args.gpu)  # so that the factory's "cuda" means the assigned GPU
+    check = gpu_check(args.steps, args.capture_alloc_limit, Path(args.root))
+    return serve(args.target, json.loads(args.units), json.loads(args.factory_kwargs), args.gpus, emit, check)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="graphready.harness.worker")
+    parser.add_argument("action", choices=("list", "serve"))
+    parser.add_argument("target")
+    parser.add_argument("--out")
+    parser.add_argument("--events-fd", type=int)
+    parser.add_argument("--root", default=os.getcwd())
+    parser.add_argument("--factory-kwargs", default="{}")
+    parser.add_argument("--units", default="[]", help="JSON list of unit names, checked in this order")
+    parser.add_argument("--gpu", type=int, help="the GPU this worker uses (default: it sees every GPU)")
+    parser.add_argument("--gpus", type=int, default=1, help="GPUs a target that spans GPUs is placed over")
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--capture-alloc-limit", type=int, default=512 * 2**20)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="graphready.harness.worker")
-    parser.add_argument("action", choices=("list", "run"))
-    parser.add_argument("target")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--root", default=os.getcwd())
-    parser.add_argument("--factory-kwargs", default="{}")
-    parser.add_argument("--unit")
-    parser.add_argument("--gpu", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--capture-alloc-limit", type=int, default=512 * 2**20)
-    parser.add_argument("--phase-file", default=os.devnull)
-    args = parser.parse_args(argv)
-    return _list(args) if args.action == "list" else _run(args)
+    args = build_parser().parse_args(argv)
+    if args.action == "list":
+        return _list(args)
+    return _serve(args)
 
 
 if __name__ == "__main__":

@@ -35,9 +35,10 @@ def render(
     show_chain: bool = False,
     statistics: bool = False,
     color: bool = False,
+    run: dict | None = None,
 ) -> str:
     """The whole output document for `findings` in format `fmt` (newline-terminated, or empty)."""
     if fmt not in _MODULES:
         raise UsageError(f"unknown output format {fmt!r} (expected one of: {', '.join(FORMATS)})")
     module = importlib.import_module(_MODULES[fmt])
-    return module.render(Document(findings, summary, tool, units, root, show_chain, statistics, color))
+    return module.render(Document(findings, summary, tool, units, root, show_chain, statistics, color, run))

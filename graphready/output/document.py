@@ -18,3 +18,4 @@ class Document:
     show_chain: bool = False
     statistics: bool = False
     color: bool = False  # only the text format colours, and only for a terminal
+    run: dict | None = None  # `check` only: target, unit selection, shard, worker processes, wall time

@@ -9,5 +9,5 @@ from graphready.output.document import Document
 
 
 def render(doc: Document) -> str:
-    data = report_to_json(doc.findings, doc.summary, units=doc.units, tool=doc.tool, root=doc.root)
+    data = report_to_json(doc.findings, doc.summary, units=doc.units, tool=doc.tool, root=doc.root, run=doc.run)
     return json.dumps(data, indent=2, sort_keys=False) + "\n"

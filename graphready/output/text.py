@@ -32,6 +32,8 @@ def render(doc: Document) -> str:
         _print_finding(console, finding, sources, doc.show_chain)
     if doc.units:
         console.print(_units_table(doc.units))
+    if doc.run and doc.run.get("workers"):
+        console.print(_workers_table(doc.run))
     if doc.statistics and doc.findings:
         console.print(_statistics_table(doc.findings))
     if doc.statistics and doc.summary.get("scope"):
@@ -82,13 +84,37 @@ def _caret(finding: Finding, source: str) -> str:
     return " " * start + "^" * max(1, stop - start)
 
 
+HARNESS_COLUMNS = (("capture s", "capture_s"), ("replay check s", "replay_check_s"), ("check s", "check_s"),
+                   ("worker", "worker"))
+
+
 def _units_table(units: list[dict]) -> Table:
+    """The shared unit columns, then (when measured) what the harness itself spent per unit."""
     table = Table(title="Units", title_justify="left")
+    harness = [c for c in HARNESS_COLUMNS if any(c[1] in unit for unit in units)]
     for column in UNIT_COLUMNS:
         text_column = column in ("unit", "status", "capture")
         table.add_column(column, justify="left" if text_column else "right", overflow="fold")
+    for title, _ in harness:
+        table.add_column(title, justify="right")
     for unit in units:
-        table.add_row(*unit_cells(unit))
+        extra = ["-" if unit.get(key) is None else str(unit[key]) for _, key in harness]
+        table.add_row(*unit_cells(unit), *extra)
+    return table
+
+
+def _workers_table(run: dict) -> Table:
+    """One row per worker process: where it ran, its load time, how many units it checked, how it ended."""
+    workers = run["workers"]
+    loads = sum(1 for w in workers if w.get("load_s") is not None)
+    title = f"Workers ({loads} target load{'s' * (loads != 1)}, {run.get('wall_s', 0):.1f}s in all)"
+    table = Table(title=title, title_justify="left")
+    for column in ("worker", "GPU", "load s", "units", "ended"):
+        table.add_column(column, justify="right" if column in ("worker", "load s", "units") else "left")
+    for w in workers:
+        gpu = "all" if w.get("gpu") is None else str(w["gpu"])
+        load = "-" if w.get("load_s") is None else f"{w['load_s']:.1f}"
+        table.add_row(str(w["id"]), gpu, load, str(len(w.get("units", []))), str(w.get("end", "")))
     return table
 
 

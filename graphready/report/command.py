@@ -1,14 +1,20 @@
-"""`graphready report results.json [more.json] --html OUT --markdown OUT [--baseline FILE]`."""
+"""`graphready report results.json [more.json] --html OUT --markdown OUT [--baseline FILE] [--merged OUT.json]`.
+
+The shards of a `graphready check --shard K/N` run are merged into one document first (see
+`graphready.report.shards`); with `--merged` that document is written and decides the exit status.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from graphready.errors import UsageError
 from graphready.lint.baseline import load_baseline
 from graphready.report.html import render_html
+from graphready.report import shards
 from graphready.report.inputs import load_result
 from graphready.report.markdown import render_markdown
 from graphready.report.triage import build_triage
@@ -22,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write a Markdown report here ('-' for standard output)")
     parser.add_argument("--baseline", type=Path, metavar="FILE",
                         help="a lint baseline file: report what is new and what was fixed since it")
+    parser.add_argument("--merged", type=Path, metavar="OUT.json",
+                        help="write the merged check document of the shards given here; exit 1 unless every unit passed")
     parser.add_argument("--root", type=Path, metavar="DIR",
                         help="read source snippets from here instead of the directory each results file "
                              "records (where it was made); for results made on another machine")
@@ -30,15 +38,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.root is not None and not args.root.is_dir():
         raise UsageError(f"--root {args.root}: no such directory")
-    documents = [load_result(path) for path in args.results]
+    documents = shards.merge_shards([load_result(path) for path in args.results])
+    status = _write_merged(args.merged, documents) if args.merged else 0
     baseline = load_baseline(args.baseline) if args.baseline else None
     triage = build_triage(documents, args.root, baseline=baseline, baseline_path=args.baseline)
-    markdown_out = args.markdown if (args.markdown or args.html) else Path("-")
+    markdown_out = args.markdown if (args.markdown or args.html or args.merged) else Path("-")
     if args.html:
         _write(args.html, render_html(triage))
     if markdown_out:
         _write(markdown_out, render_markdown(triage))
-    return 0
+    return status
+
+
+def _write_merged(path: Path, documents) -> int:
+    checks = [doc for doc in documents if doc.tool == "check"]
+    if len(checks) != 1:
+        raise UsageError(f"--merged needs the check results of exactly one target, got {len(checks)}")
+    _write(path, json.dumps(shards.to_json(checks[0]), indent=2) + "\n")
+    passed, line = shards.verdict(checks[0])
+    print(f"graphready report: {line}", file=sys.stderr)
+    return 0 if passed else 1
 
 
 def _write(path: Path, text: str) -> None:

@@ -21,6 +21,7 @@ class ResultDocument:
     version: str | None = None  # the graphready that wrote it
     created: str | None = None  # when, ISO 8601
     config: dict | None = None  # the settings the run used (`summary.config`)
+    run: dict | None = None  # the whole run record; `check` adds target, shard, workers (see report.shards)
 
 
 def load_result(path: Path) -> ResultDocument:
@@ -56,4 +57,5 @@ def load_result(path: Path) -> ResultDocument:
     return ResultDocument(path=path, tool=str(data.get("tool", "lint")), findings=findings, units=units,
                           fail_on=str(summary.get("fail_on", "error")),
                           root=Path(run["root"]) if run.get("root") else None,
-                          version=run.get("graphready"), created=run.get("created"), config=config)
+                          version=run.get("graphready"), created=run.get("created"), config=config,
+                          run=run or None)

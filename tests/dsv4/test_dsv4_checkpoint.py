@@ -258,3 +258,15 @@ def test_load_and_synthesize_straight_onto_the_gpu(nvfp4_ckpt, tiny, assert_same
     built = synthetic_weights(tiny, "nvfp4", device="cuda", layers=[3])
     assert built["layers.3.ffn.experts.w1"].packed.is_cuda
     assert torch.isfinite(built["layers.3.ffn.experts.w1"].dequantize()).all()
+
+
+def test_a_load_keeps_only_the_latest_shards_open_and_still_reads_everything(nvfp4_ckpt, tiny, assert_same_weights):
+    from dsv4.checkpoint import _Shards
+
+    shards = _Shards(nvfp4_ckpt)
+    files = sorted(set(shards.files.values()))
+    assert len(files) > 5
+    for name in shards.files:
+        shards.read(name, "cpu")
+        assert len(shards._handles) <= _Shards.OPEN_SHARDS
+    assert_same_weights(load_checkpoint(nvfp4_ckpt, tiny), synthetic_weights(tiny, "nvfp4", seed=1))

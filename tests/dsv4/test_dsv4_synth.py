@@ -94,11 +94,11 @@ def run_cli(capsys, *args):
 def test_python_dash_m_writes_a_checkpoint_that_loads(tmp_path, tiny, assert_same_weights):
     out = tmp_path / "cli"
     r = subprocess.run([sys.executable, "-m", "dsv4.synth", "--preset", "tiny", "--format", "official", "--out",
-                        str(out), "--seed", "3"], capture_output=True, text=True, timeout=120)
+                        str(out), "--seed", "3", "--device", "cpu"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert f"wrote {out}" in r.stdout
     assert json.loads((out / "config.json").read_text())["synthetic"] == {"format": "official", "seed": 3,
-                                                                          "names": "official"}
+                                                                          "names": "official", "device": "cpu"}
     assert_same_weights(load_checkpoint(out), synthetic_weights(tiny, "official", seed=3))
 
 
@@ -107,6 +107,7 @@ def test_python_dash_m_writes_a_checkpoint_that_loads(tmp_path, tiny, assert_sam
     (["--preset", "tiny", "--format", "fp16"], "invalid choice: 'fp16'"),
     (["--preset", "pro", "--format", "bf16"], "needs .* GB but"),
     (["--preset", "tiny", "--shard-mb", "0"], "--shard-mb must be positive"),
+    (["--preset", "tiny", "--device", "tpu"], "--device 'tpu'"),
 ])
 def test_cli_bad_input_exits_non_zero_with_one_line(capsys, tmp_path, args, message):
     code, _, err = run_cli(capsys, *args, "--out", str(tmp_path / "out"))
@@ -130,3 +131,12 @@ def test_cli_writes_with_the_requested_name_scheme(capsys, tmp_path):
     assert code == 0 and "wrote" in out
     names = json.loads((tmp_path / "o" / "model.safetensors.index.json").read_text())["weight_map"]
     assert "layers.0.attn.wq_a.weight" in names
+
+
+def test_a_writer_with_small_shards_streams_many_shards_that_load_back(tmp_path, tiny, assert_same_weights):
+    out = write_checkpoint(tiny, tmp_path / "many", "nvfp4", seed=2, shard_bytes=20_000)
+    shards = sorted(p.name for p in out.glob("model-*.safetensors"))
+    assert len(shards) > 10 and not list(out.glob(".shard-*"))
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert set(index["weight_map"].values()) == set(shards)
+    assert_same_weights(load_checkpoint(out), synthetic_weights(tiny, "nvfp4", seed=2))

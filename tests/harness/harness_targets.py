@@ -27,20 +27,45 @@ def two_units() -> list[Unit]:
     return [Unit("double", double, _inputs), Unit("triple", lambda x: x * 3, _inputs, atol=1e-6)]
 
 
-def _in_run_worker() -> bool:
-    return "run" in sys.argv[1:2]
+def _in_serve_worker() -> bool:
+    return "serve" in sys.argv[1:2]
 
 
 def hanging_units() -> list[Unit]:
-    if _in_run_worker():
+    if _in_serve_worker():
         time.sleep(600)
     return [Unit("sleeper", double, _inputs)]
 
 
 def crashing_units() -> list[Unit]:
-    if _in_run_worker():
+    if _in_serve_worker():
         os.abort()
     return [Unit("crasher", double, _inputs)]
+
+
+def _raises(x):
+    raise RuntimeError("operation not permitted when stream is capturing")
+
+
+def _aborts(x):
+    os.abort()
+
+
+def _sleeps(x):
+    time.sleep(600)
+
+
+PLANTED = {"ok": double, "bad": _raises, "abort": _aborts, "hang": _sleeps}
+
+
+def planted_units(log: str, plan: str, gpus: int = 1) -> list[Unit]:
+    """Units named u0, u1, ... behaving as `plan` says ("ok,bad,ok"); every build appends a line to `log`.
+
+    It takes `gpus`, so it counts as a target placed over every GPU it is given (one lane).
+    """
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(f"build {os.getpid()}\n")
+    return [Unit(f"u{i}", PLANTED[kind], _inputs) for i, kind in enumerate(plan.split(","))]
 
 
 def not_units():
@@ -53,3 +78,26 @@ def duplicate_units() -> list[Unit]:
 
 def raising_factory():
     raise RuntimeError("checkpoint missing")
+
+
+def gpu_planted_units(log: str, plan: str, gpus: int = 1) -> list[Unit]:
+    """`planted_units` on a GPU: "ok" scales by a weight the build made; "sync" also reads an element to
+    the host, which fails (and poisons) a capture. Only builds in `serve` workers are logged."""
+    import torch
+
+    if _in_serve_worker():
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(f"build {os.getpid()}\n")
+    weight = torch.randn(4096, device="cuda")
+
+    def ok(x):
+        return x * weight
+
+    def sync(x):
+        return x * weight[0].item()
+
+    def inputs(seed):
+        return (torch.full((4096,), float(seed), device="cuda"),)
+
+    kinds = {"ok": ok, "sync": sync}
+    return [Unit(f"u{i}", kinds[kind], inputs) for i, kind in enumerate(plan.split(","))]

@@ -29,6 +29,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
         ([f"{TARGETS}:two_units", "--steps", "0"], "--steps"),
         ([f"{TARGETS}:two_units", "--preset", "tiny"], "only to the built-in dsv4"),
         (["dsv4", "--checkpoint", "/no/such/dir"], "no such directory"),
+        (["dsv4", "--preset", "pro-99L"], "unknown preset 'pro-99L'"),
+        (["dsv4", "--preset", "flash", "--checkpoint", "."], "not both"),
+        ([f"{TARGETS}:two_units", "--shard", "3/2"], "--shard must be K/N"),
+        ([f"{TARGETS}:two_units", "--load-timeout", "0"], "--load-timeout"),
     ],
 )
 def test_usage_errors_exit_2_with_a_message(args, message):
@@ -79,3 +83,16 @@ def test_fail_on_error_lets_a_warning_pass(tmp_path):
 def test_other_formats_render_the_same_results(tmp_path, fmt):
     text = build_report(_results(), Severity.WARNING, fmt, tmp_path)
     assert "GD201" in text
+
+
+def test_the_json_report_carries_the_run_workers_and_harness_times(tmp_path):
+    result = UnitResult(name="layer0", device="cuda:0", capture="ok", eager_ms=1.0, replay_ms=0.5, worker=1,
+                        phase_seconds={"sync": 0.5, "capture": 1.25, "replay": 2.0})
+    run = {"target": "dsv4", "workers": [{"id": 1, "gpu": None, "load_s": 80.5, "units": ["layer0"], "end": "finished"}],
+           "wall_s": 90.0}
+    doc = json.loads(build_report([result], Severity.WARNING, "json", tmp_path, run=run))
+    assert doc["run"]["workers"][0]["load_s"] == 80.5
+    row = doc["units"][0]
+    assert (row["capture_s"], row["replay_check_s"], row["check_s"], row["worker"]) == (1.25, 2.0, 3.75, 1)
+    text = build_report([result], Severity.WARNING, "text", tmp_path, run=run)
+    assert "Workers (1 target load, 90.0s in all)" in text and "80.5" in text and "finished" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from dsv4.config import preset
 
 from graphready.harness.targets.dsv4 import _mutable_tensors, factory
@@ -12,6 +13,33 @@ def test_one_unit_per_layer_plus_the_full_step_without_building_anything():
     layers = preset("tiny").num_hidden_layers
     assert [u.name for u in units] == [f"layer{i}" for i in range(layers)] + ["step"]
     assert all(u.atol > 0 and u.device is None for u in units)
+    assert len({u.setup for u in units}) == 1  # one build serves every unit
+
+
+def test_over_two_gpus_layers_sit_on_their_gpu_and_the_step_is_one_unit_per_gpu():
+    units = factory("tiny", gpus=2)
+    assert [(u.name, u.device) for u in units] == [
+        ("layer0", "cuda:0"), ("layer1", "cuda:0"), ("layer2", "cuda:0"),
+        ("layer3", "cuda:1"), ("layer4", "cuda:1"), ("layer5", "cuda:1"),
+        ("step.gpu0", "cuda:0"), ("step.gpu1", "cuda:1"),
+    ]
+    assert [u.name for u in factory("tiny", gpus=16)][-6:] == [f"step.gpu{k}" for k in range(6)]  # capped at L
+
+
+def test_units_declare_the_model_code_they_dispatch_to():
+    from dsv4.layers.block import Block
+    from dsv4.model import DSV4Model
+
+    units = factory("tiny")
+    assert Block.attention in units[0].reaches and DSV4Model.head_graph in units[-1].reaches
+
+
+def test_every_preset_name_lists_and_a_bad_one_is_a_usage_error():
+    from graphready.errors import UsageError
+
+    assert len(factory("flash")) == 44 and len(factory("pro")) == 62 and len(factory("pro-3L")) == 4
+    with pytest.raises(UsageError, match="unknown preset 'huge'"):
+        factory("huge")
 
 
 def test_layer_state_is_every_cache_and_compressor_state_of_the_layer():

@@ -57,8 +57,8 @@ def _check_all_hazard_units() -> dict:
 
     options = WorkerOptions(steps=4, capture_alloc_limit=CAPTURE_ALLOC_LIMIT, timeout_s=300, root=str(REPO_ROOT))
     units = list_units(TARGET, options)
-    results = run_units(TARGET, units, options, gpus=1, jobs=int(os.environ.get("GRAPHREADY_HAZARD_JOBS", "4")))
-    return {r.name: r for r in results}
+    run = run_units(TARGET, units, options, gpus=1, jobs=int(os.environ.get("GRAPHREADY_HAZARD_JOBS", "4")))
+    return {r.name: r for r in run.results}
 
 
 def _shared_results(shared_dir: Path) -> dict:

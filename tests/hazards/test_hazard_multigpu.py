@@ -31,7 +31,8 @@ def _options():
 
 
 def test_cross_device_hop_is_reported_at_the_copy():
-    from graphready.harness.isolation import check_isolated, list_units
+    from graphready.harness.isolation import list_units
+    from graphready.harness.scheduler import check_isolated
 
     [unit] = list_units(f"{UNITS}:hop_units", _options())
     result = check_isolated(f"{UNITS}:hop_units", unit, 0, _options())
