@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from graphready.findings import JSON_VERSION
 from hazard_expectations import TARGET
 
 from graphready.harness import Unit
@@ -37,7 +39,7 @@ def test_clean_units_exit_zero_with_json_units():
     proc = _check("--unit", "clean_sync_item", "--unit", "clean_replaced_buffer", "--format", "json", "--no-lint")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["version"] == 1 and doc["tool"] == "check" and doc["findings"] == []
+    assert doc["version"] == JSON_VERSION and doc["tool"] == "check" and doc["findings"] == []
     assert [u["name"] for u in doc["units"]] == ["clean_sync_item", "clean_replaced_buffer"]
     for unit in doc["units"]:
         assert unit["status"] == "pass"
