@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from graphready.lint.deep import python_limits
-from graphready.lint.regions import Guards, capture_bodies, falsy_when_captured, function_regions
+from graphready.lint.regions import Guards, capture_bodies, falsy_when_captured, function_regions, within
 from graphready.lint.resolve import ImportMap
 from graphready.lint.torchnames import FACTORIES, TENSOR, annotation_kind
 
@@ -68,11 +68,11 @@ class FunctionInfo:
 
     def excludes(self, line: int) -> bool:
         """The line is in a debug guard, a non-capturing branch or memoized init: not hot."""
-        return any(start <= line <= end for start, end in self.excluded)
+        return within(line, self.excluded)
 
     def captures(self, line: int) -> bool:
         """The line is inside a `with torch.cuda.graph(...)` body of this function."""
-        return any(start <= line <= end for start, end in self.capture_bodies)
+        return within(line, self.capture_bodies)
 
 
 @dataclass
@@ -260,7 +260,7 @@ def _attrs_read_in(body_nodes: list[ast.AST], ranges: list[tuple[int, int]]) -> 
     return {node.attr for node in body_nodes
             if ranges and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
             and node.value.id == "self" and isinstance(node.ctx, ast.Load)
-            and any(start <= node.lineno <= end for start, end in ranges)}
+            and within(node.lineno, ranges)}
 
 
 class _ModuleIndexer:

@@ -32,6 +32,11 @@ ENV_READS = {"get", "value", "is_set", "get_bool"}  # `envs.DEBUG_X.get()` reads
 EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
+def within(line: int, ranges: list[tuple[int, int]]) -> bool:
+    """`line` falls in one of the inclusive (first, last) line ranges."""
+    return any(start <= line <= end for start, end in ranges)
+
+
 def _block_range(statements: list[ast.stmt]) -> tuple[int, int] | None:
     if not statements:
         return None
@@ -173,35 +178,31 @@ def _cached_state(test: ast.AST) -> str | None:
     return None
 
 
-def _stores_result(statements: list[ast.stmt], global_names: set[str]) -> bool:
+def _assigned(statements: list[ast.stmt]):
+    """Every assignment target under `statements` (`=`, `+=`, annotated)."""
     for stmt in statements:
         for node in ast.walk(stmt):
-            targets: list[ast.AST] = []
             if isinstance(node, ast.Assign):
-                targets = node.targets
+                yield from node.targets
             elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-                targets = [node.target]
-            for target in targets:
-                if isinstance(target, (ast.Attribute, ast.Subscript)):
-                    return True
-                if isinstance(target, ast.Name) and target.id in global_names:
-                    return True
-    return False
+                yield node.target
+
+
+def _stores_result(statements: list[ast.stmt], global_names: set[str]) -> bool:
+    """Assigns an attribute, a subscript or a declared global: the block keeps what it computed."""
+    return any(isinstance(target, (ast.Attribute, ast.Subscript))
+               or (isinstance(target, ast.Name) and target.id in global_names) for target in _assigned(statements))
 
 
 def _stores_state(statements: list[ast.stmt], global_names: set[str]) -> bool:
     """Assigns `self.x`, `self.cache[k]` or a declared global: state that outlives the call."""
-    for stmt in statements:
-        for node in ast.walk(stmt):
-            targets = node.targets if isinstance(node, ast.Assign) else (
-                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
-            for target in targets:
-                while isinstance(target, (ast.Subscript, ast.Attribute)):
-                    target = target.value
-                    if isinstance(target, ast.Name) and (target.id == "self" or target.id in global_names):
-                        return True
-                if isinstance(target, ast.Name) and target.id in global_names:
-                    return True
+    for target in _assigned(statements):
+        while isinstance(target, (ast.Subscript, ast.Attribute)):
+            target = target.value
+            if isinstance(target, ast.Name) and (target.id == "self" or target.id in global_names):
+                return True
+        if isinstance(target, ast.Name) and target.id in global_names:
+            return True
     return False
 
 
@@ -256,15 +257,15 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
                         cold(rest)
                         visit(stmt.body)
                         return
-                elif memo_state(stmt.test) and _stores_result(stmt.body, global_names):
+                elif (state := memo_state(stmt.test)) and _stores_result(stmt.body, global_names):
                     cold(stmt.body)
                     if _builds_tensors(stmt.body, names):
-                        regions.memo.append((stmt.test.lineno, memo_state(stmt.test)))
-                elif (_cached_state(stmt.test) not in (None, *parameters) and _exits(stmt.body)
+                        regions.memo.append((stmt.test.lineno, state))
+                elif ((state := _cached_state(stmt.test)) not in (None, *parameters) and _exits(stmt.body)
                       and not stmt.orelse and _stores_state(rest, global_names)):  # `if cached is not None: return cached`
                     cold(rest)
                     if _builds_tensors(rest, names):
-                        regions.memo.append((stmt.test.lineno, _cached_state(stmt.test)))
+                        regions.memo.append((stmt.test.lineno, state))
                     return
             for field_name in ("body", "orelse", "finalbody"):
                 visit(getattr(stmt, field_name, []) or [])
@@ -296,9 +297,6 @@ def _short_circuited(body_nodes: list[ast.AST], guards: Guards, names: ImportMap
 def falsy_when_captured(body_nodes: list[ast.AST], excluded: list[tuple[int, int]]) -> set[str]:
     """Variables set from the device only on eager lines and to False/None/0 on every captured one
     (`if not capturing: any_visual = mask.any() else: any_visual = False`): their true branch is eager."""
-    def cold(node: ast.AST) -> bool:
-        return any(start <= node.lineno <= end for start, end in excluded)
-
     verdict: dict[str, tuple[bool, bool]] = {}  # name -> (every hot value falsy, some value on a cold line)
     for node in body_nodes:
         if not isinstance(node, ast.Assign):
@@ -306,7 +304,7 @@ def falsy_when_captured(body_nodes: list[ast.AST], excluded: list[tuple[int, int
         for target in node.targets:
             if isinstance(target, ast.Name):
                 falsy, eager = verdict.get(target.id, (True, False))
-                if cold(node):
+                if within(node.lineno, excluded):
                     verdict[target.id] = (falsy, True)
                 else:
                     constant = isinstance(node.value, ast.Constant) and not node.value.value
