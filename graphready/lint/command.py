@@ -55,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on", choices=[s.label for s in Severity], help="lowest severity that fails")
     parser.add_argument("--statistics", action="store_true", help="show counts per rule and how many functions were hot, and why")
     parser.add_argument("--show-chain", action="store_true", help="show the call chain that makes each finding hot")
+    parser.add_argument("--list-hot", action="store_true",
+                        help="list every hot function and the root that makes it hot, instead of the findings")
     parser.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
                         help="parallel processes (default: one per CPU, up to 8)")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write .graphready_cache")
@@ -103,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"graphready lint: recorded {_count(len(recorded), 'finding')} in {args.write_baseline}",
               file=sys.stderr)
         return 0
+    if args.list_hot:
+        sys.stdout.write(_hot_listing(result))
+        return 0
     summary = _summary(result)
     records = [config_record(p.config, s.select, s.ignore) for p, s in zip(result.projects, selections)]
     for entry, record in zip(summary["projects"], records):
@@ -122,6 +127,15 @@ def run(args: argparse.Namespace) -> int:
         line, _ = summary_text(summary, "lint")
         print(line + (f" Report: {args.output}" if args.output else ""), file=sys.stderr)
     return 1 if summary["failing"] else 0
+
+
+def _hot_listing(result: Run) -> str:
+    """One line per hot function: its key, then the root it was reached from and the call count."""
+    lines = []
+    for project in result.projects:
+        for key, chain in sorted(project.result.hot_chains.items()):
+            lines.append(key if len(chain) == 1 else f"{key}  <- {chain[0]} ({len(chain) - 1} calls)")
+    return "".join(f"{line}\n" for line in lines)
 
 
 def _at_root(finding: Finding, root: Path) -> Finding:

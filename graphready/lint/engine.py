@@ -51,6 +51,7 @@ class LintResult:
     lines: int
     hot_functions: int
     scope: dict = field(default_factory=dict)  # HotSet.scope(): how many functions are hot and why
+    hot_chains: dict[str, list[str]] = field(default_factory=dict)  # hot function -> root..function
     nested: list[Path] = field(default_factory=list)  # projects of their own under the given paths
     skipped: list[Path] = field(default_factory=list)  # named files that are not .py/.cu/.cuh
     requested: int = 0  # source files under the given paths, read or not
@@ -204,6 +205,7 @@ class LintRun:
             lines=sum(s.text.count("\n") for s in requested_sources),
             hot_functions=len(hot.chains),
             scope=hot.scope(),
+            hot_chains=hot.chains,
             nested=found.nested,
             skipped=found.skipped,
             requested=len(requested),

@@ -93,19 +93,42 @@ class Project:
                 return key
         return None
 
-    def class_attr_type(self, dotted_class: str, attr: str, elements: bool) -> str | None:
+    def class_attr_types(self, dotted_class: str, attr: str, elements: bool, origin: str | None = None) -> list[str]:
+        """The classes `self.<attr>` (or its elements) may hold in an instance of `origin` (default
+        dotted_class), looked up along dotted_class's bases."""
         found = self.class_named(dotted_class)
         if not found:
-            return None
+            return []
         info, _ = found
-        table = info.attr_elem_types if elements else info.attr_types
-        if attr in table:
-            return table[attr]
+        origin = origin or dotted_class
+        if elements and attr in info.attr_elem_params:  # built from `__init__(layer_type=Default)`
+            made = self._init_class(origin, info.attr_elem_params[attr]) or info.attr_elem_types.get(attr)
+            return [made] if made else []
+        if not elements and attr in info.attr_params:  # `self.attn = attn_type(...)`, `attn_type=Default`
+            made = self._init_class(origin, info.attr_params[attr]) or info.attr_types.get(attr)
+            return [made] if made else []
+        if elements and attr in info.attr_elem_types:
+            return [info.attr_elem_types[attr], *info.attr_elem_alternatives.get(attr, [])]
+        if not elements and attr in info.attr_types:
+            return [info.attr_types[attr], *info.attr_alternatives.get(attr, [])]
+        if not elements and attr in info.attr_builders:  # `self.attn = self._build_attn(...)`
+            builder = self.find_method(origin, info.attr_builders[attr])
+            made = self.functions[builder].returns_class if builder else None
+            return [made] if made else []
         for base in info.bases:
-            resolved = self.class_attr_type(base, attr, elements)
+            resolved = self.class_attr_types(base, attr, elements, origin)
             if resolved:
                 return resolved
-        return None
+        return []
+
+    def _init_class(self, dotted_class: str, param: str, depth: int = 0) -> str | None:
+        """The class a subclass hands to its base's `__init__(param=...)` through `super().__init__`."""
+        found = self.class_named(dotted_class)
+        if not found or depth > MAX_ALIAS_DEPTH:
+            return None
+        if param in found[0].super_init_classes:
+            return found[0].super_init_classes[param]
+        return next((c for c in (self._init_class(b, param, depth + 1) for b in found[0].bases) if c), None)
 
     def _instance_call(self, dotted_class: str, method: str) -> str | None:
         if method == "__call__":
@@ -113,38 +136,50 @@ class Project:
         return self.find_method(dotted_class, method)
 
     def resolve_call(self, caller: FunctionInfo, site: CallSite) -> str | None:
+        bound = self.resolve_bound(caller, site)
+        return bound[0][0] if bound else None
+
+    def resolve_bound(self, caller: FunctionInfo, site: CallSite, self_class: str | None = None
+                      ) -> list[tuple[str, str | None]]:
+        """[(callee, the class of `self` inside it)]: several where an attribute holds one of several
+        classes. `self_class` is the runtime class of the caller's `self` when the walk knows it (an
+        inherited method runs with the subclass's attributes: `Qwen3Model` reuses `Qwen2Model.forward`
+        over Qwen3 layers)."""
         module = caller.key.split(":", 1)[0]
-        own_class = f"{module}.{caller.class_qualname}" if caller.class_qualname else None
+        own_class = self_class or (f"{module}.{caller.class_qualname}" if caller.class_qualname else None)
         if site.kind == "key":
-            return site.target if site.target in self.functions else None
+            return [(site.target, None)] if site.target in self.functions else []
         if site.kind == "name":
             found = self._lookup(site.target)
             if not found:
-                return None
+                return []
             if found[0] == "function":
-                return found[1]
-            return self._instance_call(f"{found[2]}.{found[1].qualname}", "__init__")
+                return [(found[1], None)]
+            return self._instances([f"{found[2]}.{found[1].qualname}"], "__init__")
         if site.kind == "class":
-            return self._instance_call(site.target, site.method)
+            return self._instances([site.target], site.method)
         if own_class is None:
-            return None
+            return []
         if site.kind == "self":  # self.m(...): a method, or calling the object held in self.m
             method = self.find_method(own_class, site.target)
             if method:
-                return method
-            attr_class = self.class_attr_type(own_class, site.target, elements=False)
-            return self._instance_call(attr_class, "__call__") if attr_class else None
+                return [(method, own_class)]
+            return self._instances(self.class_attr_types(own_class, site.target, elements=False), "__call__")
         if site.kind == "super":
             found = self.class_named(own_class)
             for base in found[0].bases if found else []:
                 key = self.find_method(base, site.target)
                 if key:
-                    return key
-            return None
+                    return [(key, own_class)]
+            return []
         if site.kind in ("attr", "elem"):
-            attr_class = self.class_attr_type(own_class, site.target, elements=site.kind == "elem")
-            return self._instance_call(attr_class, site.method) if attr_class else None
-        return None
+            held = self.class_attr_types(own_class, site.target, elements=site.kind == "elem")
+            return self._instances(held, site.method)
+        return []
+
+    def _instances(self, classes: list[str], method: str) -> list[tuple[str, str | None]]:
+        bound = [(self._instance_call(made, method), made) for made in classes]
+        return [(key, made) for key, made in bound if key]
 
 
 def _matches(pattern: str, key: str) -> bool:
@@ -179,13 +214,13 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
     Functions matching `exclude` are neither roots nor entered by the walk, unless a capture body
     calls them directly (then they are captured whatever the configuration says)."""
     hot = HotSet()
-    queue: deque[str] = deque()
+    queue: deque[tuple[str, str | None]] = deque()  # (function, runtime class of its self)
     exclude = exclude or []
 
     def add(key: str, chain: list[str], why: str | None = None) -> None:
         if key not in hot.chains:
             hot.chains[key] = chain
-            queue.append(key)
+            queue.append((key, None))
             if why:
                 hot.roots[why] = hot.roots.get(why, 0) + 1
 
@@ -213,15 +248,21 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
                 hot.callers.setdefault(target, set()).add(key)
                 if hot.chains[target][0] == f"{key} [graph capture]":
                     (warmed_roots if target in warmed else unwarmed_roots).add(target)
+    walked: set[tuple[str, str | None]] = set()
     while queue:
-        key = queue.popleft()
+        key, self_class = queue.popleft()
+        if (key, self_class) in walked:
+            continue
+        walked.add((key, self_class))
         caller = project.functions[key]
         for site in caller.calls:
-            target = project.resolve_call(caller, site)
-            if target and target not in hot.chains and not project.functions[target].memoized and not cold(target):
+            for target, target_self in project.resolve_bound(caller, site, self_class):
+                if project.functions[target].memoized or (target not in hot.chains and cold(target)):
+                    continue
                 add(target, [*hot.chains[key], target])
-            if target in hot.chains and target != key:
-                hot.callers.setdefault(target, set()).add(key)
+                queue.append((target, target_self))
+                if target != key:
+                    hot.callers.setdefault(target, set()).add(key)
     from_capture = {key: chain[1] for key, chain in hot.chains.items()
                     if len(chain) > 1 and chain[0].endswith("[graph capture]")}
     hot.unwarmed = {key for key, root in from_capture.items() if root in unwarmed_roots}

@@ -13,15 +13,18 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
+from graphready.lint.attrtypes import (
+    AttributeTyper, class_attributes, class_tables, is_container, is_name, looks_like_class, returned_class, self_attr,
+)
 from graphready.lint.deep import python_limits
 from graphready.lint.regions import Guards, capture_bodies, falsy_when_captured, function_regions, within
 from graphready.lint.resolve import ImportMap
-from graphready.lint.torchnames import FACTORIES, TENSOR, annotation_kind
+from graphready.lint.torchnames import TENSOR, annotation_kind
 
 HOT_COMMENT = re.compile(r"#\s*graphready:\s*hot\b")
 HOT_DECORATORS = {"graphready.hot_path", "graphready.markers.hot_path"}
 MEMO_DECORATORS = {"functools.cache", "functools.lru_cache", "functools.cached_property"}
-MODULE_CONTAINERS = {"torch.nn.ModuleList", "torch.nn.Sequential", "torch.nn.ModuleDict", "list", "tuple"}
+ELEMENT_VIEWS = {"itertools.islice", "islice", "reversed", "list", "tuple"}  # iterate a list's elements
 GRAPH_TEXT = re.compile(r"\bgraph\s*\(|\.replay\s*\(")
 
 
@@ -53,6 +56,7 @@ class FunctionInfo:
     marked_hot: bool = False
     memoized: bool = False
     returns_tensor: bool = False
+    returns_class: str | None = None  # `-> Layer` or `return Layer(...)`: what a builder method makes
     calls: list[CallSite] = field(default_factory=list)
     excluded: list[tuple[int, int]] = field(default_factory=list)
     memo: list[tuple[int, str]] = field(default_factory=list)  # one-time-init tests: (line, state guarded)
@@ -89,6 +93,13 @@ class ClassInfo:
     field_kinds: dict[str, str] = field(default_factory=dict)  # `name: torch.Tensor` in the class body -> kind
     container_attrs: set[str] = field(default_factory=set)  # self.x = [] / {} / deque(): grows if appended to
     graph_inputs: set[str] = field(default_factory=set)  # self.x read inside a `torch.cuda.graph` body
+    attr_builders: dict[str, str] = field(default_factory=dict)  # self.x = self._build_x(...) -> "_build_x"
+    attr_elem_params: dict[str, str] = field(default_factory=dict)  # layers built from __init__(layer_type=...)
+    attr_params: dict[str, str] = field(default_factory=dict)  # self.attn = attn_type(...), attn_type a parameter
+    super_init_classes: dict[str, str] = field(default_factory=dict)  # super().__init__(layer_type=Cls)
+    class_attrs: dict[str, str] = field(default_factory=dict)  # `attention_cls = Attention` in the class body
+    attr_alternatives: dict[str, list[str]] = field(default_factory=dict)  # other classes a branch sets
+    attr_elem_alternatives: dict[str, list[str]] = field(default_factory=dict)  # `LAYER_TYPES[kind](...)`
 
 
 @dataclass
@@ -135,22 +146,26 @@ class _FunctionScanner:
                 self.local_types[node.targets[0].id] = kind
         elif isinstance(node, (ast.For, ast.AsyncFor)):
             target, iterable = node.target, node.iter
-            if isinstance(iterable, ast.Call) and _is_name(iterable.func, "enumerate") and iterable.args:
+            if isinstance(iterable, ast.Call) and is_name(iterable.func, "enumerate") and iterable.args:
                 iterable = iterable.args[0]
                 if isinstance(target, ast.Tuple) and len(target.elts) == 2:
                     target = target.elts[1]
-            if isinstance(target, ast.Name) and _self_attr(iterable):
-                self.local_types[target.id] = ("elem", _self_attr(iterable))
+            if isinstance(iterable, ast.Subscript):  # `for layer in self.layers[start:end]`
+                iterable = iterable.value
+            elif isinstance(iterable, ast.Call) and self.names.resolve(iterable.func) in ELEMENT_VIEWS and iterable.args:
+                iterable = iterable.args[0]  # `for layer in islice(self.layers, start, end)`
+            if isinstance(target, ast.Name) and self_attr(iterable):
+                self.local_types[target.id] = ("elem", self_attr(iterable))
 
     def _value_type(self, value: ast.AST) -> tuple[str, str] | None:
-        attr = _self_attr(value)
+        attr = self_attr(value)
         if attr:
             return ("attr", attr)
-        if isinstance(value, ast.Subscript) and _self_attr(value.value):
-            return ("elem", _self_attr(value.value))
+        if isinstance(value, ast.Subscript) and self_attr(value.value):
+            return ("elem", self_attr(value.value))
         if isinstance(value, ast.Call):
             callee = self.names.resolve(value.func)
-            if callee and _looks_like_class(callee):
+            if callee and looks_like_class(callee):
                 return ("class", callee)
         return None
 
@@ -179,8 +194,8 @@ class _FunctionScanner:
                 return CallSite(line, kind, target, "__call__", capture)
             resolved = self.names.resolve(func)
             return CallSite(line, "name", resolved, capture=capture) if resolved else None
-        if isinstance(func, ast.Subscript) and _self_attr(func.value):
-            return CallSite(line, "elem", _self_attr(func.value), "__call__", capture)
+        if isinstance(func, ast.Subscript) and self_attr(func.value):
+            return CallSite(line, "elem", self_attr(func.value), "__call__", capture)
         if not isinstance(func, ast.Attribute):
             return None
         method, base = func.attr, func.value
@@ -188,42 +203,17 @@ class _FunctionScanner:
             if called:
                 return CallSite(line, "self", method, capture=capture)
             return CallSite(line, "attr", method, "__call__", capture)
-        if isinstance(base, ast.Call) and _is_name(base.func, "super"):
+        if isinstance(base, ast.Call) and is_name(base.func, "super"):
             return CallSite(line, "super", method, capture=capture)
-        if _self_attr(base):
-            return CallSite(line, "attr", _self_attr(base), method, capture)
-        if isinstance(base, ast.Subscript) and _self_attr(base.value):
-            return CallSite(line, "elem", _self_attr(base.value), method, capture)
+        if self_attr(base):
+            return CallSite(line, "attr", self_attr(base), method, capture)
+        if isinstance(base, ast.Subscript) and self_attr(base.value):
+            return CallSite(line, "elem", self_attr(base.value), method, capture)
         if isinstance(base, ast.Name) and base.id in self.local_types:
             kind, target = self.local_types[base.id]
             return CallSite(line, kind, target, method, capture)
         resolved = self.names.resolve(func)
         return CallSite(line, "name", resolved, capture=capture) if resolved else None
-
-
-MODULE_CHAIN_METHODS = {"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"}
-
-
-def _unwrap_module_chain(value: ast.AST) -> ast.AST:
-    """`Model(...).to(dev).eval()` -> `Model(...)`: these methods return the module itself."""
-    while (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
-           and value.func.attr in MODULE_CHAIN_METHODS and isinstance(value.func.value, ast.Call)):
-        value = value.func.value
-    return value
-
-
-def _looks_like_class(dotted: str) -> bool:
-    return dotted.rsplit(".", 1)[-1][:1].isupper()
-
-
-def _is_name(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
-
-
-def _self_attr(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr
-    return None
 
 
 _SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -269,13 +259,15 @@ class _ModuleIndexer:
         self.lines = source.splitlines()
         self.guards = guards
         self.names = ImportMap(module, is_package)
+        self.tables: dict[str, list[str]] = {}  # module-level {kind: LayerClass} tables
 
     def run(self, tree: ast.Module) -> ModuleIndex:
         self.names.collect(tree)
         self.index.imports = self.names.aliases
         self.guards = self.guards.with_aliases(tree.body, self.names)  # `_DEBUG = envs.X.get()`
+        self.tables = class_tables(tree.body, self.names)
         for stmt in tree.body:
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _is_container(stmt.value, self.names):
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and is_container(stmt.value, self.names):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 self.index.global_containers |= {t.id for t in targets if isinstance(t, ast.Name)}
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call):
@@ -308,6 +300,7 @@ class _ModuleIndexer:
             methods=[s.name for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))],
         )
         self.index.classes[qualname] = info
+        info.class_attrs = class_attributes(node.body, self.names)
         for stmt in node.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
                 annotated = self.names.resolve(stmt.annotation)
@@ -342,6 +335,7 @@ class _ModuleIndexer:
                             or any(d.endswith(".hot_path") and d.startswith("graphready") for d in decorators)),
             memoized=bool(MEMO_DECORATORS.intersection(decorators)),
             returns_tensor=node.returns is not None and annotation_kind(ast.unparse(node.returns)) == TENSOR,
+            returns_class=returned_class(self.names, node, body_nodes) if class_info is not None else None,
             excluded=regions.excluded,
             memo=regions.memo,
             cold_spans=regions.cold_spans,
@@ -357,94 +351,13 @@ class _ModuleIndexer:
                 nested[stmt.name] = f"{self.index.module}:{qualname}.{stmt.name}"
         _FunctionScanner(info, self.names, nested).scan(node, body_nodes)
         if class_info is not None:
-            self._learn_attribute_types(node, class_info, body_nodes)
+            AttributeTyper(self.names, class_info, node, body_nodes, self.tables).learn()
             class_info.graph_inputs |= _attrs_read_in(body_nodes, info.capture_bodies)
         for stmt in body_nodes:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self._function(stmt, f"{qualname}.", None, guards)
             elif isinstance(stmt, ast.ClassDef):
                 self._class(stmt, f"{qualname}.")
-
-    def _learn_attribute_types(self, func, info: ClassInfo, body_nodes: list[ast.AST]) -> None:
-        """`self.cache = KVCache(...)`, `self.layers = nn.ModuleList([Layer(...) ...])`, `self.x = x: X`."""
-        params = {
-            a.arg: self.names.resolve(a.annotation)
-            for a in [*func.args.args, *func.args.kwonlyargs]
-            if a.annotation is not None
-        }
-        for node in body_nodes:
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _self_attr(node.func) in (
-                "register_buffer", "register_parameter"
-            ) and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                info.tensor_attrs.add(node.args[0].value)
-            if not isinstance(node, (ast.Assign, ast.AnnAssign)):
-                continue
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                attr = _self_attr(target)
-                if not attr or node.value is None:
-                    continue
-                self._record_attribute_calls(attr, node.value, info)
-                if _is_container(node.value, self.names):
-                    info.container_attrs.add(attr)
-                value = _unwrap_module_chain(node.value)
-                if isinstance(value, ast.Name) and params.get(value.id):
-                    info.attr_types.setdefault(attr, params[value.id])
-                elif isinstance(value, ast.Call):
-                    callee = self.names.resolve(value.func)
-                    element = self._element_class(value) if callee in MODULE_CONTAINERS else None
-                    if element:
-                        info.attr_elem_types.setdefault(attr, element)
-                    elif callee and callee not in MODULE_CONTAINERS:
-                        info.attr_types.setdefault(attr, callee)
-                elif isinstance(value, (ast.List, ast.ListComp, ast.Tuple)):
-                    element = self._element_class(value)
-                    if element:
-                        info.attr_elem_types.setdefault(attr, element)
-
-    def _record_attribute_calls(self, attr: str, value: ast.AST, info: ClassInfo) -> None:
-        """What `self.<attr>` is built by, so the rules know tensors, locks, graphs and kernels
-        without parsing the (load-time) methods that set them."""
-        calls = [value] if isinstance(value, ast.Call) else (
-            [n for n in ast.walk(value) if isinstance(n, ast.Call)]
-            if isinstance(value, (ast.List, ast.ListComp, ast.Tuple, ast.Dict, ast.DictComp)) else []
-        )
-        for call in calls:
-            inner = _unwrap_module_chain(call)
-            callee = self.names.resolve(inner.func) if isinstance(inner, ast.Call) else None
-            if callee:
-                info.attr_calls.setdefault(attr, []).append(callee)
-            keywords = {k.arg: k.value for k in getattr(inner, "keywords", [])}
-            pinned = keywords.get("pin_memory")
-            if (isinstance(pinned, ast.Constant) and pinned.value is True) or (
-                isinstance(call.func, ast.Attribute) and call.func.attr == "pin_memory"
-            ):
-                info.host_attrs[attr] = "pinned"
-            elif callee and callee.startswith("torch.") and callee.rsplit(".", 1)[-1] in FACTORIES:
-                # only an explicit CPU device: engines build modules under a default-device context
-                device = keywords.get("device")
-                if isinstance(device, ast.Constant) and str(device.value).startswith("cpu"):
-                    info.host_attrs[attr] = "pageable"
-
-    def _element_class(self, node: ast.AST) -> str | None:
-        for child in ast.walk(node):
-            if child is node or not isinstance(child, ast.Call):
-                continue
-            callee = self.names.resolve(child.func)
-            if callee and callee not in MODULE_CONTAINERS and _looks_like_class(callee):
-                return callee
-        return None
-
-
-CONTAINER_CALLS = {"list", "dict", "set", "collections.deque", "collections.defaultdict", "collections.OrderedDict"}
-
-
-def _is_container(value: ast.AST | None, names: ImportMap) -> bool:
-    """An empty (or literal) list, dict or set, or a container constructor: state that can grow."""
-    if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp)):
-        return True
-    return isinstance(value, ast.Call) and names.resolve(value.func) in CONTAINER_CALLS
-
 
 def _decorator_callee(node: ast.AST) -> ast.AST:
     return node.func if isinstance(node, ast.Call) else node

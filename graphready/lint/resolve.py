@@ -44,6 +44,13 @@ class ImportMap:
                 for alias in node.names:
                     if alias.name != "*":
                         self.aliases[alias.asname or alias.name] = f"{source}.{alias.name}" if source else alias.name
+        for stmt in tree.body:  # `DecoderLayer = CudaDecoderLayer if _is_cuda else OtherDecoderLayer`
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                name, value = stmt.targets[0].id, stmt.value
+                value = value.body if isinstance(value, ast.IfExp) else value
+                target = dotted_name(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+                if target and name[:1].isupper() and name not in self.aliases:
+                    self.aliases[name] = self.resolve_dotted(target)
 
     def resolve_dotted(self, dotted: str) -> str:
         head, _, rest = dotted.partition(".")

@@ -98,6 +98,13 @@ def is_true(node: cst.CSTNode | None) -> bool:
     return isinstance(node, cst.Name) and node.value == "True"
 
 
+def _is_number(node: cst.BaseExpression) -> bool:
+    """An int/float literal, signed or not (a bool or None default says nothing about the type)."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
 class Facts:
     """What is known outside the current function: class attributes, module globals, callees."""
 
@@ -141,6 +148,8 @@ class TensorEnv:
                 owner = self._annotated_class(param.annotation.annotation)
                 if owner:
                     self.classes[param.name.value] = owner
+            elif param.default is not None and _is_number(param.default):
+                self.locals[param.name.value] = SCALAR  # `max_len=-1`: callers pass a Python number
         scan = scan or scan_function(func)
         pairs, loops = scan.pairs, scan.loops
         for _ in range(3):  # a few passes settle chains like a = f(x); b = a + 1

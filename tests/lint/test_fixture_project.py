@@ -212,7 +212,16 @@ def test_engine_profile_fixture_reports_exactly_its_markers(tmp_path, name):
     assert got == want, describe_mismatch(got, want)
     assert code == 1
     assert doc["summary"]["profile"] == name.removesuffix("_like")
-    assert doc["summary"]["scope"]["excluded_by_exclude_roots"] >= 1
+    hot = hot_functions(project)
+    assert not [key for key in hot if "Vision" in key or "PosEmbed" in key], hot  # towers are never reached
+    assert [key for key in hot if "DecoderLayer.forward" in key], hot  # layers reached through their factory
+
+
+def hot_functions(project: Path) -> list[str]:
+    """`graphready lint --list-hot`: the functions the profile makes hot."""
+    proc = subprocess.run([sys.executable, "-m", "graphready", "lint", "--list-hot", "--no-cache", "."],
+                          cwd=project, capture_output=True, text=True, check=True)
+    return [line.split()[0] for line in proc.stdout.splitlines()]
 
 
 @pytest.mark.parametrize("name", ENGINE_FIXTURES)
