@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from typing import Protocol
 
+from graphready.lint.astwalk import walk_body
 from graphready.lint.resolve import ImportMap
 from graphready.lint.torchnames import FACTORIES
 
@@ -277,8 +278,7 @@ def _local_names(body: list[ast.stmt]) -> dict[str, ast.AST]:
 
 
 def returned_values(body: list[ast.stmt]) -> list[ast.AST]:
-    return [n.value for n in ast.walk(ast.Module(body=body, type_ignores=[]))
-            if isinstance(n, ast.Return) and n.value is not None]
+    return [n.value for n in walk_body(body) if isinstance(n, ast.Return) and n.value is not None]
 
 
 def returned_class(names: ImportMap, node: ast.FunctionDef | ast.AsyncFunctionDef,

@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from graphready.lint.attrtypes import (
     AttributeTyper, class_attributes, class_tables, is_container, is_name, looks_like_class, returned_class, self_attr,
 )
+from graphready.lint.astwalk import walk_body
 from graphready.lint.deep import python_limits
-from graphready.lint.regions import Guards, capture_bodies, falsy_when_captured, function_regions, within
+from graphready.lint.regions import (
+    Guards, capture_bodies, falsy_when_captured, function_regions, with_predicates, within,
+)
 from graphready.lint.resolve import ImportMap
 from graphready.lint.torchnames import TENSOR, annotation_kind
 
@@ -216,35 +219,6 @@ class _FunctionScanner:
         return CallSite(line, "name", resolved, capture=capture) if resolved else None
 
 
-_SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _walk_body(statements: list[ast.stmt]):
-    """Every node under `statements`, not descending into nested function or class bodies.
-
-    A hand-rolled walk: `ast.iter_child_nodes` is the single largest cost of indexing a big tree.
-    """
-    stack = list(reversed(statements))
-    while stack:
-        node = stack.pop()
-        yield node
-        kind = type(node)
-        if kind in _SCOPE_TYPES:
-            continue
-        fields = _CHILD_FIELDS.get(kind)
-        if fields is None:
-            fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f != "ctx")
-        children = []
-        for name in fields:
-            value = getattr(node, name, None)
-            if type(value) is list:
-                children.extend(v for v in value if isinstance(v, ast.AST))
-            elif isinstance(value, ast.AST):
-                children.append(value)
-        stack.extend(reversed(children))
-
-
 def _attrs_read_in(body_nodes: list[ast.AST], ranges: list[tuple[int, int]]) -> set[str]:
     """`self.x` names a capture body reads: the graph's static inputs and state."""
     return {node.attr for node in body_nodes
@@ -265,6 +239,7 @@ class _ModuleIndexer:
         self.names.collect(tree)
         self.index.imports = self.names.aliases
         self.guards = self.guards.with_aliases(tree.body, self.names)  # `_DEBUG = envs.X.get()`
+        self.guards = with_predicates(self.guards, tree, self.names)  # `def _can_run_tbo(): return ...is_extend()`
         self.tables = class_tables(tree.body, self.names)
         for stmt in tree.body:
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and is_container(stmt.value, self.names):
@@ -314,7 +289,7 @@ class _ModuleIndexer:
     def _function(self, node, prefix: str, class_info: ClassInfo | None, outer: Guards | None = None) -> None:
         qualname = f"{prefix}{node.name}"
         decorators = [d for d in (self.names.resolve(_decorator_callee(dec)) for dec in node.decorator_list) if d]
-        body_nodes = list(_walk_body(node.body))
+        body_nodes = list(walk_body(node.body))
         global_names = {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
         def_line = self.lines[node.lineno - 1] if node.lineno - 1 < len(self.lines) else ""
         guards = (outer or self.guards).with_aliases(body_nodes, self.names)

@@ -20,6 +20,7 @@ import ast
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from graphready.lint.astwalk import walk_body
 from graphready.lint.resolve import ImportMap
 from graphready.lint.torchnames import is_tensor_callee
 
@@ -91,6 +92,35 @@ class Guards:
         if not eager and not captured:
             return self
         return Guards(self.eager_if | eager, self.captured_if | captured, self._globs)
+
+
+def with_predicates(guards: Guards, tree: ast.Module, names: ImportMap) -> Guards:
+    """These guards plus the module's own predicate functions built from them: a function or method
+    whose every `return` is eager when true (`return self.enabled and mode.is_extend()`) is an
+    eager-only predicate itself, so `if self._can_run_tbo(batch):` is an eager branch. Same-named
+    functions must agree."""
+    verdicts: dict[str, set[bool | None]] = {}
+    for func in _module_functions(tree.body):
+        returned = [n.value for n in walk_body(func.body) if isinstance(n, ast.Return)]
+        verdict = None
+        if returned and all(v is not None for v in returned):
+            for polarity in (True, False):
+                if all(_eager_when(v, polarity, guards, names) for v in returned):
+                    verdict = polarity
+        verdicts.setdefault(func.name, set()).add(verdict)
+    eager = {name for name, seen in verdicts.items() if seen == {True}}
+    captured = {name for name, seen in verdicts.items() if seen == {False}}
+    if not eager and not captured:
+        return guards
+    return Guards(guards.eager_if | eager, guards.captured_if | captured, guards._globs)
+
+
+def _module_functions(body: list[ast.stmt]):
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield stmt
+        elif isinstance(stmt, ast.ClassDef):
+            yield from (s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
 
 def _named(test: ast.AST, guards: Guards, eager: bool) -> bool:

@@ -55,6 +55,18 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
             def prepare_masks(self, ids: torch.Tensor):
                 return ids[: int(ids.max())]
         """, ("ForwardMode.EXTEND and", "ForwardMode.DECODE and"), {"GR102"}),
+    # deepseek_v4: a prefill-only gate method built from the engine's predicates, then held in a variable
+    "predicate method of the module": ("""
+        class Model:
+            def _can_run_tbo(self, batch) -> bool:
+                return self.enable_tbo and batch.forward_mode.is_extend() and batch.tbo_children is not None
+
+            def forward(self, h: torch.Tensor, batch, seq_lens: torch.Tensor):
+                run_tbo = self._can_run_tbo(batch) and not self.drafting
+                if run_tbo:
+                    return h[: int(seq_lens.max().item())]
+                return h
+        """, ("batch.forward_mode.is_extend() and", "batch.tbo_ready() and"), {"GR101"}),
     # dsa_indexer: an early return taken while capturing leaves the rest eager
     "early return when capturing": ("""
         class Indexer:
