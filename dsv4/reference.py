@@ -2,9 +2,13 @@
 
 It shares no code with the model: Python lists instead of preallocated caches, one attention head, one
 hyper-connection stream, one expert and one pooled channel at a time, its own RoPE, Sinkhorn, Hadamard
-(butterflies) and FP4 rounding, and each compressed entry is recomputed from the stored per-token history
-of its window instead of a rolling state. It is slow and that is fine.
-The bf16 rounding points follow the spec (residual streams and projections bf16, norms/softmaxes fp32).
+(butterflies), block scales and FP4 rounding, and each compressed entry is recomputed from the stored
+per-token history of its window instead of a rolling state. It is slow and that is fine.
+
+It follows the official inference code's numerics (DeepSeek-V4 `inference/model.py` and `kernel.py`),
+written here from their behaviour: residual streams and projections bf16, norms and softmaxes fp32; the
+input of every GEMM whose weight is stored FP8/FP4 (wq_a, wq_b, wkv, wo_b, the indexer's wq_b, shared and
+routed experts; not wo_a) goes through e4m3 with one power-of-two scale per 128 values.
 """
 
 from __future__ import annotations
@@ -17,6 +21,11 @@ BF16 = torch.bfloat16
 FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
 
+def _stores_quantized(w) -> bool:
+    """An FP8/FP4 checkpoint entry (the official model feeds such a GEMM FP8 activations)."""
+    return getattr(w, "format", "bf16") != "bf16" and not isinstance(w, torch.Tensor)
+
+
 def _plain(w) -> torch.Tensor:
     """A checkpoint entry as an fp32 tensor (quantized weights dequantized through bf16, as the model does)."""
     if hasattr(w, "dequantize") and not isinstance(w, torch.Tensor):
@@ -27,8 +36,8 @@ def _plain(w) -> torch.Tensor:
 
 
 def _lin(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """bf16 activation times fp32 copy of a bf16 weight, rounded to bf16 like a bf16 GEMM."""
-    return (x.float() @ w.T).to(BF16)
+    """A bf16 GEMM (fp32 accumulation, bf16 result) of one activation row and a bf16-valued weight."""
+    return torch.nn.functional.linear(x.to(BF16).unsqueeze(0), w.to(BF16))[0]
 
 
 def _rmsnorm(x: torch.Tensor, w: torch.Tensor | None, eps: float) -> torch.Tensor:
@@ -50,17 +59,20 @@ def _round_fp4(v: float) -> float:
     return math.copysign(FP4_VALUES[best], v) if FP4_VALUES[best] else 0.0
 
 
-def _pow2_at_least(amax: float, qmax: float) -> float:
-    return 2.0 ** math.ceil(math.log2(max(amax, 1e-4) / qmax))
+def _pow2_scale(amax: float, qmax: float, floor: float) -> float:
+    """Official ue8m0 scale: 2^ceil(log2(y)) for y = max(amax, floor) * (1/qmax), both factors and y in fp32."""
+    y = (torch.tensor(max(amax, floor), dtype=torch.float32) * torch.tensor(1 / qmax, dtype=torch.float32)).item()
+    mant, exp = math.frexp(y)  # y = mant * 2^exp, mant in [0.5, 1): a power of two has mant == 0.5
+    return math.ldexp(1.0, exp - 1 if mant == 0.5 else exp)
 
 
-def _fake_fp8(x: torch.Tensor) -> torch.Tensor:
-    """e4m3 round trip, one power-of-two scale per 64 values of a 1-D bf16 vector."""
+def _fake_fp8(x: torch.Tensor, block: int = 64) -> torch.Tensor:
+    """e4m3 round trip of a 1-D vector, one power-of-two scale per `block` values (the last block may be short)."""
     out = x.float().clone()
-    for start in range(0, out.numel(), 64):
-        block = out[start : start + 64]
-        s = _pow2_at_least(block.abs().max().item(), 448.0)
-        out[start : start + 64] = (block / s).to(torch.float8_e4m3fn).float() * s
+    for start in range(0, out.numel(), block):
+        chunk = out[start : start + block]
+        s = _pow2_scale(chunk.abs().max().item(), 448.0, 1e-4)
+        out[start : start + block] = (chunk / s).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).float() * s
     return out.to(x.dtype)
 
 
@@ -70,7 +82,7 @@ def _fake_fp4(x: torch.Tensor) -> torch.Tensor:
     out = []
     for start in range(0, len(vals), 32):
         block = vals[start : start + 32]
-        s = _pow2_at_least(max(abs(v) for v in block), 6.0)
+        s = _pow2_scale(max(abs(v) for v in block), 6.0, 6 * 2.0**-126)
         out += [_round_fp4(v / s) * s for v in block]
     return torch.tensor(out, dtype=torch.float32).to(x.dtype)
 
@@ -135,18 +147,26 @@ class ReferenceDecoder:
     def __init__(self, config, weights: dict):
         self.cfg = config
         self.w = {k: _plain(v) for k, v in weights.items()}
+        self.fp8_inputs = {k for k, v in weights.items() if _stores_quantized(v)}
         yarn = config.rope_scaling if config.rope_scaling.get("type", config.rope_scaling.get("rope_type")) == "yarn" else None
         self.rope_window = _Rope(config.qk_rope_head_dim, config.rope_theta, None)
         self.rope_compressed = _Rope(config.qk_rope_head_dim, config.compress_rope_theta, yarn)
         self.state = [_LayerState() for _ in range(config.num_hidden_layers)]
         self.next_position = 0
 
+    def _gemm(self, x: torch.Tensor, name: str, expert: int | None = None) -> torch.Tensor:
+        """`x @ W.T` for the weight `name`, its input first through FP8 (128-blocks) when the weight is FP8/FP4."""
+        w = self.w[name] if expert is None else self.w[name][expert]
+        if name in self.fp8_inputs:
+            x = _fake_fp8(x, 128)
+        return _lin(x, w)
+
     # -- mHC --------------------------------------------------------------------------------------------
     def _mix_logits(self, streams: torch.Tensor, fn: torch.Tensor) -> list[torch.Tensor]:
-        """The mixing logits as fp32 scalars, one row of `fn` at a time."""
-        flat = streams.float().reshape(-1)
+        """The mixing logits as fp32 scalars: an fp32 GEMM of the flattened streams, times their inverse RMS."""
+        flat = streams.float().reshape(1, -1)
         r = torch.rsqrt((flat * flat).mean() + self.cfg.rms_norm_eps)
-        return [(fn[row] @ flat) * r for row in range(fn.shape[0])]
+        return list(torch.nn.functional.linear(flat, fn)[0] * r)
 
     def _hc_pre(self, streams, prefix):
         cfg, n, eps = self.cfg, self.cfg.hc_mult, self.cfg.hc_eps
@@ -167,10 +187,8 @@ class ReferenceDecoder:
         n = self.cfg.hc_mult
         out = []
         for k in range(n):
-            v = post[k] * y.float()
-            for j in range(n):
-                v = v + comb[j, k] * streams[j].float()
-            out.append(v.to(BF16))
+            mixed = sum(comb[j, k] * streams[j].float() for j in range(n))  # streams mixed first, as official
+            out.append((post[k] * y.float() + mixed).to(BF16))
         return torch.stack(out)
 
     # -- compressor -------------------------------------------------------------------------------------
@@ -190,7 +208,9 @@ class ReferenceDecoder:
                 tokens.append(history[t])
         pooled = torch.zeros(width)
         for ch in range(width):
-            weights = torch.softmax(torch.stack([sc[ch] for _, sc in tokens]), 0)
+            scores = torch.stack([sc[ch] for _, sc in tokens])
+            e = torch.exp(scores - scores.max())  # softmax over the window's tokens, fp32
+            weights = e / e.sum()
             pooled[ch] = sum(weights[i] * tokens[i][0][ch] for i in range(len(tokens)))
         return pooled
 
@@ -216,11 +236,11 @@ class ReferenceDecoder:
         ratio = cfg.compress_ratios[layer]
         rope = self.rope_compressed if ratio else self.rope_window
         hd, nope, eps = cfg.head_dim, cfg.head_dim - cfg.qk_rope_head_dim, cfg.rms_norm_eps
-        qr = _rmsnorm(_lin(x, w[f"{p}.wq_a"]), w[f"{p}.q_norm.weight"], eps)
-        q_all = _lin(qr, w[f"{p}.wq_b"])
+        qr = _rmsnorm(self._gemm(x, f"{p}.wq_a"), w[f"{p}.q_norm.weight"], eps)
+        q_all = self._gemm(qr, f"{p}.wq_b")
         queries = [rope(_rmsnorm(q_all[h * hd : (h + 1) * hd], None, eps), position)
                    for h in range(cfg.num_attention_heads)]
-        kv = rope(_rmsnorm(_lin(x, w[f"{p}.wkv"]), w[f"{p}.kv_norm.weight"], eps), position)
+        kv = rope(_rmsnorm(self._gemm(x, f"{p}.wkv"), w[f"{p}.kv_norm.weight"], eps), position)
         kv = torch.cat([_fake_fp8(kv[:nope]), kv[nope:]])
         st.window = (st.window + [kv])[-cfg.sliding_window :]
         keys = list(st.window)
@@ -239,11 +259,13 @@ class ReferenceDecoder:
         keys = torch.stack(keys).float()
         outs = []
         for h, q in enumerate(queries):
-            scores = keys @ q.float() / math.sqrt(hd)
+            # as the official sparse-attention kernel: max over the keys only (the sink joins the denominator),
+            # the normaliser sums the fp32 exponentials, P is cast to bf16 before P.V
+            scores = keys @ q.float() * hd**-0.5
             sink = w[f"{p}.attn_sink"][h]
-            top = torch.maximum(scores.max(), sink)
+            top = scores.max()
             e = torch.exp(scores - top)
-            o = (e @ keys) / (e.sum() + torch.exp(sink - top))
+            o = (e.to(BF16).float() @ keys) / (e.sum() + torch.exp(sink - top))
             outs.append(rope(o.to(BF16), position, inverse=True))
         group = cfg.num_attention_heads // cfg.o_groups
         wo_a = w[f"{p}.wo_a"]
@@ -251,7 +273,7 @@ class ReferenceDecoder:
         for g in range(cfg.o_groups):
             og = torch.cat(outs[g * group : (g + 1) * group])
             z.append(_lin(og, wo_a[g * cfg.o_lora_rank : (g + 1) * cfg.o_lora_rank]))
-        return _lin(torch.cat(z), w[f"{p}.wo_b"])
+        return self._gemm(torch.cat(z), f"{p}.wo_b")
 
     def _index_topk(self, x, qr, layer, position):
         cfg, w, st = self.cfg, self.w, self.state[layer]
@@ -259,7 +281,7 @@ class ReferenceDecoder:
         if not st.index_keys:
             return []
         d = cfg.index_head_dim
-        q_all = _lin(qr, w[f"{p}.wq_b"])
+        q_all = self._gemm(qr, f"{p}.wq_b")
         head_w = _lin(x, w[f"{p}.weights_proj"]).float() / math.sqrt(d) / math.sqrt(cfg.index_n_heads)
         qs = [_fake_fp4(_walsh_hadamard(self.rope_compressed(q_all[h * d : (h + 1) * d], position)))
               for h in range(cfg.index_n_heads)]
@@ -271,10 +293,10 @@ class ReferenceDecoder:
         return order[: min(cfg.index_topk, len(scores))]
 
     # -- MoE -----------------------------------------------------------------------------------------------
-    def _swiglu(self, x, w1, w3):
+    def _swiglu(self, x, prefix, expert=None):
         lim = self.cfg.swiglu_limit
-        g = _lin(x, w1).float().clamp(max=lim)
-        u = _lin(x, w3).float().clamp(-lim, lim)
+        g = self._gemm(x, f"{prefix}.w1", expert).float().clamp(max=lim)
+        u = self._gemm(x, f"{prefix}.w3", expert).float().clamp(-lim, lim)
         return g / (1 + torch.exp(-g)) * u
 
     def _moe(self, x, layer, token_id):
@@ -291,11 +313,11 @@ class ReferenceDecoder:
         out = torch.zeros(cfg.hidden_size)
         for e in chosen:
             weight = sigma[e] / total * cfg.routed_scaling_factor
-            h = self._swiglu(x, w[f"{p}.experts.w1"][e], w[f"{p}.experts.w3"][e]) * weight
-            out = out + _lin(h.to(BF16), w[f"{p}.experts.w2"][e]).float()
+            h = self._swiglu(x, f"{p}.experts", e) * weight
+            out = out + self._gemm(h.to(BF16), f"{p}.experts.w2", e).float()
         for _ in range(cfg.n_shared_experts):
-            h = self._swiglu(x, w[f"{p}.shared_experts.w1"], w[f"{p}.shared_experts.w3"])
-            out = out + _lin(h.to(BF16), w[f"{p}.shared_experts.w2"]).float()
+            h = self._swiglu(x, f"{p}.shared_experts")
+            out = out + self._gemm(h.to(BF16), f"{p}.shared_experts.w2").float()
         return out.to(BF16)
 
     # -- step ----------------------------------------------------------------------------------------------

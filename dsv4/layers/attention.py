@@ -32,7 +32,7 @@ class Indexer:
         cfg = ctx.config
         self.ctx = ctx
         self.heads, self.dim = cfg.index_n_heads, cfg.index_head_dim
-        self.wq_b = Dense(weights[f"{prefix}.wq_b"], ctx.device, ctx.resident)
+        self.wq_b = Dense(weights[f"{prefix}.wq_b"], ctx.device, ctx.resident, quantize_input=True)
         self.weights_proj = Dense(weights[f"{prefix}.weights_proj"], ctx.device, True)
         self.cache = torch.zeros(ctx.batch, ctx.max_len // 4, self.dim, dtype=torch.bfloat16, device=ctx.device)
         self.compressor = Compressor(weights, f"{prefix}.compressor", 4, self.dim, self.cache, ctx, indexer=True)
@@ -77,13 +77,13 @@ class Attention:
         self.window = cfg.sliding_window
         self.groups = cfg.o_groups
         dev, res = ctx.device, ctx.resident
-        self.wq_a = Dense(weights[f"{prefix}.wq_a"], dev, res)
+        self.wq_a = Dense(weights[f"{prefix}.wq_a"], dev, res, quantize_input=True)
         self.q_norm = dense_tensor(weights[f"{prefix}.q_norm.weight"], dev, torch.float32)
-        self.wq_b = Dense(weights[f"{prefix}.wq_b"], dev, res)
-        self.wkv = Dense(weights[f"{prefix}.wkv"], dev, res)
+        self.wq_b = Dense(weights[f"{prefix}.wq_b"], dev, res, quantize_input=True)
+        self.wkv = Dense(weights[f"{prefix}.wkv"], dev, res, quantize_input=True)
         self.kv_norm = dense_tensor(weights[f"{prefix}.kv_norm.weight"], dev, torch.float32)
         self.wo_a = Dense(weights[f"{prefix}.wo_a"], dev, res)
-        self.wo_b = Dense(weights[f"{prefix}.wo_b"], dev, res)
+        self.wo_b = Dense(weights[f"{prefix}.wo_b"], dev, res, quantize_input=True)
         self.sink = dense_tensor(weights[f"{prefix}.attn_sink"], dev, torch.float32)
         self.rope = ctx.rope_compressed if self.ratio else ctx.rope_window
         n_comp = ctx.max_len // self.ratio if self.ratio else 0
@@ -122,13 +122,21 @@ class Attention:
         return q, kv, qr
 
     def attend(self, q: torch.Tensor, keys: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        """Softmax with sink over `keys` [B,S,hd] where `valid` [B or 1,S] (None: all); V = K. o [B,H,hd] bf16."""
+        """Softmax with sink over `keys` [B,S,hd] where `valid` [B or 1,S] (None: all); V = K. o [B,H,hd] bf16.
+
+        As the official sparse-attention kernel computes it: the max runs over the keys only (the sink joins
+        the denominator as exp(sink - max)), the denominator sums the fp32 exponentials, and the exponentials
+        are cast to bf16 before the P.V product. The current token's window slot is always valid, so the
+        max is finite.
+        """
         scores = torch.einsum("bhd,bsd->bhs", q.float(), keys.float()) * self.head_dim**-0.5
         if valid is not None:
             scores = scores.masked_fill(~valid.unsqueeze(1), float("-inf"))
-        sink = self.sink.view(1, -1, 1).expand(scores.shape[0], -1, 1)
-        probs = torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]
-        return torch.einsum("bhs,bsd->bhd", probs, keys.float()).to(torch.bfloat16)
+        top = scores.amax(-1, keepdim=True)
+        e = torch.exp(scores - top)
+        denom = e.sum(-1, keepdim=True) + torch.exp(self.sink.view(1, -1, 1) - top)
+        o = torch.einsum("bhs,bsd->bhd", e.to(torch.bfloat16).float(), keys.float()) / denom
+        return o.to(torch.bfloat16)
 
     def output(self, o: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
         """Inverse RoPE, grouped low-rank wo_a, then wo_b -> [B,D] bf16."""

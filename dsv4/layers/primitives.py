@@ -13,9 +13,11 @@ import torch.nn.functional as F
 
 FP8_MAX = 448.0
 FP4_MAX = 6.0
-FP8_BLOCK = 64
+FP8_BLOCK = 64  # KV cache entries
+ACT_BLOCK = 128  # GEMM inputs
 FP4_BLOCK = 32
 AMAX_FLOOR = 1e-4
+FP4_AMAX_FLOOR = 6 * 2.0**-126
 FP4_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 
@@ -78,16 +80,47 @@ def rope_tail(x: torch.Tensor, rope_dim: int, cos_sin: torch.Tensor, inverse: bo
     return torch.cat([head, apply_rope(tail, cos_sin, inverse)], dim=-1)
 
 
-def _pow2_scale(amax: torch.Tensor, qmax: float) -> torch.Tensor:
-    return torch.exp2(torch.ceil(torch.log2(amax.clamp(min=AMAX_FLOOR) / qmax)))
+def pow2_round_scale(amax: torch.Tensor, qmax: float, floor: float) -> torch.Tensor:
+    """The official power-of-two (ue8m0) block scale: ``2^ceil(log2(max(amax, floor) * (1/qmax)))``, fp32.
+
+    The product is rounded to fp32 first and the ceiling is read from its bits (exponent, plus one when any
+    mantissa bit is set), as the official kernels do, so no transcendental function is involved.
+    """
+    y = amax.float().clamp(min=floor) * (1.0 / qmax)  # a Python scalar: multiplied as fp32, no device copy
+    bits = y.view(torch.int32)
+    exponent = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(torch.int32)
+    return (exponent << 23).view(torch.float32)
 
 
-def fp8_fake_quant(x: torch.Tensor) -> torch.Tensor:
-    """Round-trip through e4m3 with one power-of-two scale per 64 channels; returns the input dtype."""
-    blocks = x.float().unflatten(-1, (-1, FP8_BLOCK))
-    scale = _pow2_scale(blocks.abs().amax(-1, keepdim=True), FP8_MAX)
-    q = (blocks / scale).to(torch.float8_e4m3fn).float() * scale
-    return q.flatten(-2).to(x.dtype)
+def _blocks(x: torch.Tensor, block: int) -> torch.Tensor:
+    """fp32 view [..., n_blocks, block] of the last dim, zero-padded when it is not a multiple of `block`."""
+    xf = x.float()
+    pad = -xf.shape[-1] % block
+    if pad:
+        xf = F.pad(xf, (0, pad))
+    return xf.unflatten(-1, (-1, block))
+
+
+def fp8_fake_quant(x: torch.Tensor, block: int = FP8_BLOCK) -> torch.Tensor:
+    """Round-trip through e4m3 with one power-of-two scale per `block` channels; returns the input dtype.
+
+    Official rule (``act_quant`` with a ue8m0 scale): amax floored at 1e-4, scale from `pow2_round_scale`,
+    ``x / scale`` clamped to +-448 and cast to e4m3 (round to nearest even), then multiplied back. A final
+    partial block (only in test configs whose widths are not multiples of the block) gets its own scale.
+    """
+    blocks = _blocks(x, block)
+    scale = pow2_round_scale(blocks.abs().amax(-1, keepdim=True), FP8_MAX, AMAX_FLOOR)
+    q = (blocks / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).float() * scale
+    return q.flatten(-2)[..., : x.shape[-1]].to(x.dtype)
+
+
+def act_quant(x: torch.Tensor) -> torch.Tensor:
+    """The input of an FP8/FP4-weight GEMM as the official `linear()` feeds it: e4m3, one ue8m0 scale per 128.
+
+    Returned dequantized in the input dtype (exact in bf16: 3 mantissa bits times a power of two), so a bf16
+    GEMM with fp32 accumulation over it computes what the official scaled FP8 GEMM computes.
+    """
+    return fp8_fake_quant(x, ACT_BLOCK)
 
 
 def make_fp4_tables(device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -103,8 +136,8 @@ def fp4_fake_quant(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor, to
     """Round-trip through e2m1 with one power-of-two scale per 32 channels (round to nearest, ties to even)."""
     grid, mids, ties_up = tables
     blocks = x.float().unflatten(-1, (-1, FP4_BLOCK))
-    scale = _pow2_scale(blocks.abs().amax(-1, keepdim=True), FP4_MAX)
-    mag = (blocks / scale).abs().unsqueeze(-1)
+    scale = pow2_round_scale(blocks.abs().amax(-1, keepdim=True), FP4_MAX, FP4_AMAX_FLOOR)
+    mag = (blocks / scale).clamp(-FP4_MAX, FP4_MAX).abs().unsqueeze(-1)
     index = ((mag > mids) | ((mag == mids) & ties_up)).sum(-1)
     q = grid[index] * torch.sign(blocks) * scale
     return q.flatten(-2).to(x.dtype)
