@@ -1,9 +1,10 @@
 """GPU memory a DeepSeek-V4 model needs on each of N devices, known before anything is loaded.
 
 Per device: the stored weights placed there (their real sizes read from a checkpoint's shard headers, or the
-synthetic format's sizes), the bf16 copies the model keeps of its quantized dense linears, the fp32 head on the
-last device, and a fixed reserve for the CUDA context, caches, kernel workspaces and captured graphs. The
-globals load on the first device before the model moves the head to the last, so both count them.
+synthetic format's sizes), the bf16 copies the model keeps of its quantized dense linears, the fp32 copies of the
+compressor projections, the fp32 head on the last device, and a fixed reserve for the CUDA context, caches,
+kernel workspaces and captured graphs. The globals load on the first device before the model moves the head
+to the last, so both count them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dsv4.synth import spec_bytes
 
 RESERVE_BYTES = 4 << 30
 COPIED_ROLES = ("attn", "shared")  # quantized in both releases; the model keeps bf16 copies (Dense, resident)
+COMPRESSOR = re.compile(r"\.compressor\.w(kv|gate)$")  # stored bf16, kept as fp32 copies (fp32 compressor GEMMs)
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
@@ -62,7 +64,8 @@ def _stored_by_layer(config: DSV4Config, checkpoint: str | None, fmt: str) -> tu
 
 def _copies(config: DSV4Config, layers: list[int]) -> int:
     specs = checkpoint_specs(config, layers, include_globals=False)
-    return sum(2 * math.prod(s.shape) for s in specs if s.kind == "linear" and s.role in COPIED_ROLES)
+    bf16 = sum(2 * math.prod(s.shape) for s in specs if s.kind == "linear" and s.role in COPIED_ROLES)
+    return bf16 + sum(4 * math.prod(s.shape) for s in specs if COMPRESSOR.search(s.name))
 
 
 def memory_needed(config: DSV4Config, n_devices: int, checkpoint: str | None = None,

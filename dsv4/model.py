@@ -20,7 +20,7 @@ import torch
 
 from dsv4.layers.block import Block, DeviceIO
 from dsv4.layers.mhc import HyperHead
-from dsv4.layers.primitives import make_fp4_tables, make_hadamard, make_rope_table, rms_norm
+from dsv4.layers.primitives import make_fp4_tables, make_rope_table, rms_norm
 from dsv4.layers.weights import dense_tensor
 from graphready import hot_path
 
@@ -43,14 +43,13 @@ class DeviceContext:
     resident: bool
     rope_window: torch.Tensor
     rope_compressed: torch.Tensor
-    hadamard: torch.Tensor
     fp4_tables: tuple
 
     @classmethod
     def build(cls, config, device, batch, max_len, resident) -> "DeviceContext":
         return cls(config, device, batch, max_len, resident,
                    make_rope_table(config, False, max_len, device), make_rope_table(config, True, max_len, device),
-                   make_hadamard(config.index_head_dim, device), make_fp4_tables(device))
+                   make_fp4_tables(device))
 
 
 @dataclass

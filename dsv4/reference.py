@@ -1,7 +1,7 @@
 """A second, deliberately plain DeepSeek-V4 decoder used only to check `dsv4.model` (spec sections 2-6).
 
 It shares no code with the model: Python lists instead of preallocated caches, one attention head, one
-hyper-connection stream, one expert and one pooled channel at a time, its own RoPE, Sinkhorn, Hadamard
+hyper-connection stream, one expert at a time, its own RoPE, Sinkhorn, Hadamard
 (butterflies), block scales and FP4 rounding, and each compressed entry is recomputed from the stored
 per-token history of its window instead of a rolling state. It is slow and that is fine.
 
@@ -40,12 +40,23 @@ def _lin(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.linear(x.to(BF16).unsqueeze(0), w.to(BF16))[0]
 
 
+def _lin32(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """An fp32 GEMM of one activation row (fp32 input, fp32 weight, fp32 result)."""
+    return torch.nn.functional.linear(x.float().unsqueeze(0), w.float())[0]
+
+
 def _rmsnorm(x: torch.Tensor, w: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """fp32 RMSNorm as the official one: times rsqrt(mean(x^2) + eps), then the weight; input dtype out."""
     v = x.float()
-    out = v / torch.sqrt((v * v).mean(-1, keepdim=True) + eps)
+    out = v * torch.rsqrt((v * v).mean(-1, keepdim=True) + eps)
     if w is not None:
         out = out * w
     return out.to(x.dtype)
+
+
+def _head_norm(q: torch.Tensor, eps: float) -> torch.Tensor:
+    """The query heads' RMSNorm without weight, every op in bf16 as the official code runs it."""
+    return q * torch.rsqrt((q * q).mean() + eps)
 
 
 def _round_fp4(v: float) -> float:
@@ -97,33 +108,45 @@ def _walsh_hadamard(x: torch.Tensor) -> torch.Tensor:
             a, b = v[i : i + h].clone(), v[i + h : i + 2 * h].clone()
             v[i : i + h], v[i + h : i + 2 * h] = a + b, a - b
         h *= 2
-    return (v / math.sqrt(n)).to(x.dtype)
+    return (v * n**-0.5).to(x.dtype)
 
 
 class _Rope:
-    """Interleaved RoPE on the trailing dims with one frequency set (optionally YaRN-scaled)."""
+    """Interleaved RoPE on the trailing dims with one frequency set (optionally YaRN-scaled).
+
+    As the official table: fp32 frequencies 1 / theta^(2i/dim), fp32 angles position * frequency, fp32
+    cos/sin. The table grows in blocks of positions as the decoder advances.
+    """
+
+    BLOCK = 1024
 
     def __init__(self, dim: int, theta: float, yarn: dict | None):
         self.dim = dim
-        freqs = [theta ** (-(2 * i) / dim) for i in range(dim // 2)]
+        freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
         if yarn:
             orig, factor = yarn["original_max_position_embeddings"], yarn["factor"]
             lo = math.floor(dim * math.log(orig / (yarn.get("beta_fast", 32) * 2 * math.pi)) / (2 * math.log(theta)))
             hi = math.ceil(dim * math.log(orig / (yarn.get("beta_slow", 1) * 2 * math.pi)) / (2 * math.log(theta)))
             lo, hi = max(lo, 0), min(hi, dim - 1)
-            scaled = []
-            for i, f in enumerate(freqs):
-                ramp = min(max((i - lo) / max(hi - lo, 1e-3), 0.0), 1.0)
-                keep = 1.0 - ramp
-                scaled.append(f / factor * (1 - keep) + f * keep)
-            freqs = scaled
+            if lo == hi:
+                hi += 0.001
+            keep = 1 - ((torch.arange(dim // 2, dtype=torch.float32) - lo) / (hi - lo)).clamp(0, 1)
+            freqs = freqs / factor * (1 - keep) + freqs * keep
         self.freqs = freqs
+        self.cos = self.sin = torch.zeros(0, dim // 2)
+
+    def _row(self, position: int) -> tuple[torch.Tensor, torch.Tensor]:
+        while position >= self.cos.shape[0]:
+            start = self.cos.shape[0]
+            angles = torch.arange(start, start + self.BLOCK)[:, None] * self.freqs[None, :]  # fp32
+            self.cos, self.sin = torch.cat([self.cos, angles.cos()]), torch.cat([self.sin, angles.sin()])
+        return self.cos[position], self.sin[position]
 
     def __call__(self, x: torch.Tensor, position: int, inverse: bool = False) -> torch.Tensor:
         """Rotate the last `dim` entries of the 1-D vector x: pair (2i, 2i+1) by angle position * freq_i."""
-        sign = -1.0 if inverse else 1.0
-        cos = torch.tensor([math.cos(position * f) for f in self.freqs], dtype=torch.float32)
-        sin = torch.tensor([sign * math.sin(position * f) for f in self.freqs], dtype=torch.float32)
+        cos, sin = self._row(position)
+        if inverse:
+            sin = -sin
         out = x.float().clone()
         base = out.numel() - self.dim
         a, b = out[base::2].clone(), out[base + 1 :: 2].clone()
@@ -156,10 +179,12 @@ class ReferenceDecoder:
 
     def _gemm(self, x: torch.Tensor, name: str, expert: int | None = None) -> torch.Tensor:
         """`x @ W.T` for the weight `name`, its input first through FP8 (128-blocks) when the weight is FP8/FP4."""
-        w = self.w[name] if expert is None else self.w[name][expert]
         if name in self.fp8_inputs:
             x = _fake_fp8(x, 128)
-        return _lin(x, w)
+        if expert is None:
+            return _lin(x, self.w[name])
+        # one expert's matrix-vector product, shaped as the batched expert GEMM (a bf16 GEMM all the same)
+        return torch.bmm(self.w[name][expert].to(BF16)[None], x.to(BF16)[None, :, None])[0, :, 0]
 
     # -- mHC --------------------------------------------------------------------------------------------
     def _mix_logits(self, streams: torch.Tensor, fn: torch.Tensor) -> list[torch.Tensor]:
@@ -206,18 +231,15 @@ class ReferenceDecoder:
         else:
             for t in range(position - ratio + 1, position + 1):
                 tokens.append(history[t])
-        pooled = torch.zeros(width)
-        for ch in range(width):
-            scores = torch.stack([sc[ch] for _, sc in tokens])
-            e = torch.exp(scores - scores.max())  # softmax over the window's tokens, fp32
-            weights = e / e.sum()
-            pooled[ch] = sum(weights[i] * tokens[i][0][ch] for i in range(len(tokens)))
-        return pooled
+        kv = torch.stack([k for k, _ in tokens])  # [tokens, width]
+        scores = torch.stack([sc for _, sc in tokens])
+        e = torch.exp(scores - scores.max(0).values)  # per channel, a softmax over the window's tokens, fp32
+        return (e / e.sum(0) * kv).sum(0)
 
     def _compress(self, x, position, prefix, ratio, width, history, indexer):
         cfg = self.cfg
-        kv = _lin(x, self.w[f"{prefix}.wkv"]).float()
-        score = _lin(x, self.w[f"{prefix}.wgate"]).float() + self.w[f"{prefix}.ape"][position % ratio]
+        kv = _lin32(x, self.w[f"{prefix}.wkv"])  # the compressor projects in fp32, as the official code
+        score = _lin32(x, self.w[f"{prefix}.wgate"]) + self.w[f"{prefix}.ape"][position % ratio]
         history.append((kv, score))
         if (position + 1) % ratio:
             return None
@@ -238,7 +260,7 @@ class ReferenceDecoder:
         hd, nope, eps = cfg.head_dim, cfg.head_dim - cfg.qk_rope_head_dim, cfg.rms_norm_eps
         qr = _rmsnorm(self._gemm(x, f"{p}.wq_a"), w[f"{p}.q_norm.weight"], eps)
         q_all = self._gemm(qr, f"{p}.wq_b")
-        queries = [rope(_rmsnorm(q_all[h * hd : (h + 1) * hd], None, eps), position)
+        queries = [rope(_head_norm(q_all[h * hd : (h + 1) * hd], eps), position)
                    for h in range(cfg.num_attention_heads)]
         kv = rope(_rmsnorm(self._gemm(x, f"{p}.wkv"), w[f"{p}.kv_norm.weight"], eps), position)
         kv = torch.cat([_fake_fp8(kv[:nope]), kv[nope:]])
@@ -256,17 +278,18 @@ class ReferenceDecoder:
             keys += [st.compressed[j] for j in self._index_topk(x, qr, layer, position)]
         elif ratio:
             keys += st.compressed
-        keys = torch.stack(keys).float()
-        outs = []
-        for h, q in enumerate(queries):
-            # as the official sparse-attention kernel: max over the keys only (the sink joins the denominator),
-            # the normaliser sums the fp32 exponentials, P is cast to bf16 before P.V
-            scores = keys @ q.float() * hd**-0.5
-            sink = w[f"{p}.attn_sink"][h]
-            top = scores.max()
-            e = torch.exp(scores - top)
-            o = (e.to(BF16).float() @ keys) / (e.sum() + torch.exp(sink - top))
-            outs.append(rope(o.to(BF16), position, inverse=True))
+        keys = torch.stack(keys).float()  # oldest window entry first, then the compressed ones
+        # the official sparse-attention kernel: one GEMM of all heads against the keys (fp32 accumulation),
+        # max over the keys only (the sink joins the denominator), the normaliser sums the fp32
+        # exponentials (taken in fp64, so its order cannot matter), P cast to bf16 before P.V
+        queries = torch.stack(queries).float()
+        scores = torch.einsum("bhd,bsd->bhs", queries[None], keys[None])[0] * hd**-0.5
+        sink = w[f"{p}.attn_sink"]
+        top = scores.max(dim=-1).values
+        e = torch.exp(scores - top[:, None])
+        denom = e.double().sum(-1).float() + torch.exp(sink - top)
+        o = torch.einsum("bhs,bsd->bhd", e.to(BF16).float()[None], keys[None])[0] / denom[:, None]
+        outs = [rope(o[h].to(BF16), position, inverse=True) for h in range(cfg.num_attention_heads)]
         group = cfg.num_attention_heads // cfg.o_groups
         wo_a = w[f"{p}.wo_a"]
         z = []
@@ -282,14 +305,13 @@ class ReferenceDecoder:
             return []
         d = cfg.index_head_dim
         q_all = self._gemm(qr, f"{p}.wq_b")
-        head_w = _lin(x, w[f"{p}.weights_proj"]).float() / math.sqrt(d) / math.sqrt(cfg.index_n_heads)
-        qs = [_fake_fp4(_walsh_hadamard(self.rope_compressed(q_all[h * d : (h + 1) * d], position)))
-              for h in range(cfg.index_n_heads)]
-        scores = []
-        for key in st.index_keys:
-            scores.append(sum(head_w[h].item() * max((qs[h].float() @ key.float()).item(), 0.0)
-                              for h in range(cfg.index_n_heads)))
-        order = sorted(range(len(scores)), key=lambda j: -scores[j])
+        # bf16 throughout, as the official indexer: head weights, the q.k GEMM, the products and the head sum
+        head_w = _lin(x, w[f"{p}.weights_proj"]) * (d**-0.5 * cfg.index_n_heads**-0.5)
+        qs = torch.stack([_fake_fp4(_walsh_hadamard(self.rope_compressed(q_all[h * d : (h + 1) * d], position)))
+                          for h in range(cfg.index_n_heads)])
+        dots = torch.einsum("bhd,bnd->bhn", qs[None], torch.stack(st.index_keys)[None])[0]
+        scores = (torch.relu(dots) * head_w[:, None]).sum(0).tolist()
+        order = sorted(range(len(scores)), key=lambda j: -scores[j])  # stable: ties keep the older entry first
         return order[: min(cfg.index_topk, len(scores))]
 
     # -- MoE -----------------------------------------------------------------------------------------------
@@ -302,7 +324,7 @@ class ReferenceDecoder:
     def _moe(self, x, layer, token_id):
         cfg, w = self.cfg, self.w
         p = f"layers.{layer}.ffn"
-        logits = w[f"{p}.gate.weight"] @ x.float()
+        logits = torch.nn.functional.linear(x.float()[None], w[f"{p}.gate.weight"])[0]  # fp32 gate GEMM
         sigma = [torch.sqrt(torch.nn.functional.softplus(v)) for v in logits]
         if cfg.is_hash_layer(layer):
             chosen = [int(e) for e in w[f"{p}.gate.tid2eid"][token_id].tolist()]

@@ -11,15 +11,16 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.compressor import Compressor
-from dsv4.layers.primitives import fp4_fake_quant, fp8_fake_quant, hadamard, rms_norm, rope_tail
+from dsv4.layers.primitives import fp4_fake_quant, fp8_fake_quant, hadamard, head_rms_norm, rms_norm, rope_tail
 from dsv4.layers.weights import Dense, dense_tensor
 
 
 def top_entries(scores: torch.Tensor, k: int):
     """Top-k along the last dim with ties going to the older (lower-index) entry.
 
-    Ties are common: an entry whose every head product is negative scores exactly 0 after the ReLU. A
-    stable sort makes the eager, graph-ready and reference paths pick the same entries.
+    Ties are common: scores are bf16 (as the official indexer's), and an entry whose every head product is
+    negative scores exactly 0 after the ReLU. CUDA `topk`, which the official code runs, fills ties at the
+    k-th value in index order; a stable sort gives that set on every device.
     """
     ordered = torch.sort(scores, dim=-1, descending=True, stable=True)
     return torch.return_types.topk((ordered.values[..., :k], ordered.indices[..., :k]))
@@ -45,15 +46,16 @@ class Indexer:
         self.compressor.reset()
 
     def query(self, qr: torch.Tensor, x: torch.Tensor, cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Indexer queries [B, heads, dim] (RoPE, Hadamard, FP4) and head weights [B, heads] fp32."""
+        """Indexer queries [B, heads, dim] (RoPE, Hadamard, FP4) and head weights [B, heads], both bf16."""
         q = self.wq_b(qr).unflatten(-1, (self.heads, self.dim))
         q = rope_tail(q, self.ctx.config.qk_rope_head_dim, cos_sin)
-        q = fp4_fake_quant(hadamard(q, self.ctx.hadamard), self.ctx.fp4_tables)
-        return q, self.weights_proj(x).float() * self.scale
+        q = fp4_fake_quant(hadamard(q), self.ctx.fp4_tables)
+        return q, self.weights_proj(x) * self.scale
 
     def scores(self, q: torch.Tensor, w: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """score_j = sum_h w_h relu(q_h . k_j), fp32 [B, n]."""
-        dots = torch.einsum("bhd,bnd->bhn", q.float(), keys.float())
+        """score_j = sum_h w_h relu(q_h . k_j) in bf16 [B, n], as the official indexer (bf16 GEMM, bf16 products
+        and head sum): bf16 scores tie often, and ties go to the older entry (`top_entries`)."""
+        dots = torch.einsum("bhd,bnd->bhn", q, keys)
         return (torch.relu(dots) * w.unsqueeze(-1)).sum(1)
 
     def select(self, q, w, count) -> tuple[torch.Tensor, torch.Tensor]:
@@ -115,7 +117,7 @@ class Attention:
         eps = self.ctx.config.rms_norm_eps
         qr = rms_norm(self.wq_a(x), self.q_norm, eps)
         q = self.wq_b(qr).unflatten(-1, (self.heads, self.head_dim))
-        q = rope_tail(rms_norm(q, None, eps), self.rope_dim, cos_sin)
+        q = rope_tail(head_rms_norm(q, eps), self.rope_dim, cos_sin)
         kv = rope_tail(rms_norm(self.wkv(x), self.kv_norm, eps), self.rope_dim, cos_sin)
         nope = self.head_dim - self.rope_dim
         kv = torch.cat([fp8_fake_quant(kv[:, :nope]), kv[:, nope:]], dim=-1)
@@ -127,14 +129,15 @@ class Attention:
         As the official sparse-attention kernel computes it: the max runs over the keys only (the sink joins
         the denominator as exp(sink - max)), the denominator sums the fp32 exponentials, and the exponentials
         are cast to bf16 before the P.V product. The current token's window slot is always valid, so the
-        max is finite.
+        max is finite. Keys come oldest first, masked ones last, so the P.V sum has the official order.
         """
         scores = torch.einsum("bhd,bsd->bhs", q.float(), keys.float()) * self.head_dim**-0.5
         if valid is not None:
             scores = scores.masked_fill(~valid.unsqueeze(1), float("-inf"))
         top = scores.amax(-1, keepdim=True)
         e = torch.exp(scores - top)
-        denom = e.sum(-1, keepdim=True) + torch.exp(self.sink.view(1, -1, 1) - top)
+        # the fp32 sum taken in fp64 and rounded once: independent of summation order (and of masked slots)
+        denom = e.double().sum(-1, keepdim=True).float() + torch.exp(self.sink.view(1, -1, 1) - top)
         o = torch.einsum("bhs,bsd->bhd", e.to(torch.bfloat16).float(), keys.float()) / denom
         return o.to(torch.bfloat16)
 
@@ -178,17 +181,31 @@ class Attention:
         count = torch.div(pos + 1, self.ratio, rounding_mode="floor") if self.ratio else 0
         return self.masked_attention(q, qi, wi, pos, count)
 
+    def window_entries(self, pos) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ring's entries oldest first (the official kernel's order) and which of them exist: [B,W,hd], [1,W].
+
+        Before the ring has wrapped, slot i holds position i and the empty slots trail; after, the oldest
+        entry sits at slot (pos+1) % W. A fixed order makes the P.V sum run in the same order at any position.
+        """
+        if isinstance(pos, int):
+            start = (pos + 1) % self.window if pos >= self.window - 1 else 0
+        else:
+            start = torch.where(pos >= self.window - 1, torch.remainder(pos + 1, self.window), 0)
+        order = torch.remainder(self.window_slots + start, self.window)
+        return self.kv_cache.index_select(1, order), (self.window_slots <= pos).unsqueeze(0)
+
     def masked_attention(self, q, qi, wi, pos, count) -> torch.Tensor:
-        """Attention over the fixed-size cache: window slots <= pos, compressed entries < count (CSA: the
-        indexer's top-k of them). `pos` and `count` are host ints (eager) or [1] device tensors (graph)."""
-        valid_window = (self.window_slots <= pos).unsqueeze(0)
+        """Attention over the fixed-size cache: the window's entries up to pos, compressed entries < count (CSA:
+        the indexer's top-k of them). `pos` and `count` are host ints (eager) or [1] device tensors (graph)."""
+        window_keys, valid_window = self.window_entries(pos)
         if not self.ratio:
-            return self.attend(q, self.kv_cache, valid_window)
+            return self.attend(q, window_keys, valid_window)
         if self.indexer is None:
+            keys = torch.cat([window_keys, self.kv_cache[:, self.window :]], dim=1)
             valid = torch.cat([valid_window, (self.comp_slots < count).unsqueeze(0)], dim=1)
-            return self.attend(q, self.kv_cache, valid)
+            return self.attend(q, keys, valid)
         picked, picked_valid = self.indexer.select(qi, wi, count)
         chosen = self.kv_cache.gather(1, (picked + self.window).unsqueeze(-1).expand(-1, -1, self.head_dim))
-        keys = torch.cat([self.kv_cache[:, : self.window], chosen], dim=1)
+        keys = torch.cat([window_keys, chosen], dim=1)
         valid = torch.cat([valid_window.expand(picked.shape[0], -1), picked_valid], dim=1)
         return self.attend(q, keys, valid)

@@ -52,7 +52,7 @@ class Block:
         self.qi_buf = self.wi_buf = None
         if self.attn.indexer is not None:
             self.qi_buf = torch.zeros(b, cfg.index_n_heads, cfg.index_head_dim, dtype=torch.bfloat16, device=dev)
-            self.wi_buf = torch.zeros(b, cfg.index_n_heads, dtype=torch.float32, device=dev)
+            self.wi_buf = torch.zeros(b, cfg.index_n_heads, dtype=torch.bfloat16, device=dev)
 
     def reset(self) -> None:
         self.attn.reset()

@@ -25,8 +25,9 @@ class Compressor:
         self.width = width
         self.overlap = ratio == 4
         self.indexer = indexer
-        self.wkv = dense_tensor(weights[f"{prefix}.wkv"], device)
-        self.wgate = dense_tensor(weights[f"{prefix}.wgate"], device)
+        # fp32 weights and input, as the official compressor runs (its checkpoint stores them bf16)
+        self.wkv = dense_tensor(weights[f"{prefix}.wkv"], device, torch.float32)
+        self.wgate = dense_tensor(weights[f"{prefix}.wgate"], device, torch.float32)
         self.ape = dense_tensor(weights[f"{prefix}.ape"], device, torch.float32)
         self.norm = dense_tensor(weights[f"{prefix}.norm.weight"], device, torch.float32)
         self.ctx = ctx
@@ -43,7 +44,8 @@ class Compressor:
         self.score_state.fill_(float("-inf"))
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return linear(x, self.wkv).float(), linear(x, self.wgate).float()
+        """kv and gate scores, an fp32 GEMM of the fp32 input (no bf16 rounding of the projections)."""
+        return linear(x, self.wkv), linear(x, self.wgate)
 
     def _pool(self) -> torch.Tensor:
         """Softmax-weighted sum over the slots, per channel, fp32 -> [B, width]."""
@@ -62,7 +64,7 @@ class Compressor:
         entry = rms_norm(pooled.to(torch.bfloat16), self.norm, cfg.rms_norm_eps)
         entry = rope_tail(entry, cfg.qk_rope_head_dim, cos_sin)
         if self.indexer:
-            return fp4_fake_quant(hadamard(entry, self.ctx.hadamard), self.ctx.fp4_tables)
+            return fp4_fake_quant(hadamard(entry), self.ctx.fp4_tables)
         nope = self.width - cfg.qk_rope_head_dim
         return torch.cat([fp8_fake_quant(entry[:, :nope]), entry[:, nope:]], dim=-1)
 

@@ -58,7 +58,7 @@ class MoE:
 
     def route(self, x: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(expert ids [B,k], weights [B,k] fp32): hash table or top-k of sigma + bias; weights renormalised."""
-        sigma = torch.sqrt(torch.nn.functional.softplus(x.float() @ self.gate.T))
+        sigma = torch.sqrt(torch.nn.functional.softplus(torch.nn.functional.linear(x.float(), self.gate)))
         if self.hashed:
             idx = self.tid2eid.index_select(0, token_ids)
         else:

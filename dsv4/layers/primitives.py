@@ -1,7 +1,8 @@
 """Numerics shared by every layer: RMSNorm, interleaved RoPE with YaRN, FP8/FP4 fake-quant, Hadamard.
 
 Everything here is allocation-free apart from op intermediates, so it can run inside a CUDA graph.
-Constant tables (RoPE, FP4 grid, Hadamard) are built once by the `make_*` functions at model init.
+Constant tables (RoPE, FP4 grid) are built once by the `make_*` functions at model init. The rules follow
+the official DeepSeek-V4 inference code (see docs/dsv4-numerics.md).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.
 
 
 def rope_frequencies(config, compressed: bool) -> torch.Tensor:
-    """The 32 (rope_dim/2) rotation frequencies: plain theta for window layers, YaRN-scaled compress theta otherwise."""
+    """The rope_dim/2 rotation frequencies in fp32, as the official code computes them: ``1 / theta^(2i/dim)``;
+    plain theta for window layers, YaRN-scaled compress theta otherwise."""
     dim = config.qk_rope_head_dim
     theta = config.compress_rope_theta if compressed else config.rope_theta
-    freqs = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
     scaling = config.rope_scaling or {}
     if not compressed or scaling.get("type", scaling.get("rope_type")) != "yarn":
         return freqs
@@ -46,16 +48,20 @@ def rope_frequencies(config, compressed: bool) -> torch.Tensor:
 
     low = max(math.floor(correction_dim(float(scaling.get("beta_fast", 32)))), 0)
     high = min(math.ceil(correction_dim(float(scaling.get("beta_slow", 1)))), dim - 1)
-    ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / max(high - low, 1e-3)).clamp(0, 1)
-    smooth = 1 - ramp
+    if low == high:
+        high += 0.001
+    smooth = 1 - ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
     return freqs / factor * (1 - smooth) + freqs * smooth
 
 
 def make_rope_table(config, compressed: bool, length: int, device) -> torch.Tensor:
-    """cos/sin for positions 0..length-1 as one fp32 tensor [length, 2, rope_dim/2]."""
-    freqs = rope_frequencies(config, compressed)
-    angles = torch.outer(torch.arange(length, dtype=torch.float64), freqs)
-    return torch.stack([angles.cos(), angles.sin()], dim=1).float().to(device)
+    """cos/sin for positions 0..length-1 as one fp32 tensor [length, 2, rope_dim/2].
+
+    Angles are fp32 products position * frequency (the official table's precision: at position 10^6 an
+    angle carries an error of about 0.06 rad), built on the CPU so every device gets the same table.
+    """
+    angles = torch.outer(torch.arange(length), rope_frequencies(config, compressed))
+    return torch.stack([angles.cos(), angles.sin()], dim=1).to(device)
 
 
 def apply_rope(x: torch.Tensor, cos_sin: torch.Tensor, inverse: bool = False) -> torch.Tensor:
@@ -78,6 +84,11 @@ def rope_tail(x: torch.Tensor, rope_dim: int, cos_sin: torch.Tensor, inverse: bo
     """Apply RoPE to the last `rope_dim` channels of `x`, leaving the others untouched."""
     head, tail = x[..., :-rope_dim], x[..., -rope_dim:]
     return torch.cat([head, apply_rope(tail, cos_sin, inverse)], dim=-1)
+
+
+def head_rms_norm(q: torch.Tensor, eps: float) -> torch.Tensor:
+    """Per-head RMSNorm without weight, every op in q's dtype (bf16), as the official ``q *= rsqrt(mean(q^2)+eps)``."""
+    return q * torch.rsqrt(q.square().mean(-1, keepdim=True) + eps)
 
 
 def pow2_round_scale(amax: torch.Tensor, qmax: float, floor: float) -> torch.Tensor:
@@ -143,19 +154,23 @@ def fp4_fake_quant(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor, to
     return q.flatten(-2).to(x.dtype)
 
 
-def make_hadamard(n: int, device) -> torch.Tensor:
-    """Orthonormal Sylvester-Hadamard matrix of size n (a power of two), fp32."""
+def hadamard(x: torch.Tensor) -> torch.Tensor:
+    """Walsh-Hadamard transform of the last dim (a power of two) times n^-1/2: fp32 butterflies, input dtype out.
+
+    Butterflies pair (i, i+h) inside blocks of 2h for h = 1, 2, 4, ..., like the official fast transform,
+    and the scale multiplies once at the end.
+    """
+    n = x.shape[-1]
     if n & (n - 1):
         raise ValueError(f"Hadamard size must be a power of two, got {n}")
-    h = torch.ones(1, 1, dtype=torch.float64)
-    while h.shape[0] < n:
-        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
-    return (h / math.sqrt(n)).float().to(device)
-
-
-def hadamard(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
-    """Rotate the last dim of `x` by the Hadamard matrix (fp32), returning the input dtype."""
-    return (x.float() @ matrix).to(x.dtype)
+    y = x.float()
+    h = 1
+    while h < n:
+        pairs = y.unflatten(-1, (n // (2 * h), 2, h))
+        a, b = pairs[..., 0, :], pairs[..., 1, :]
+        y = torch.stack((a + b, a - b), dim=-2).flatten(-3)
+        h *= 2
+    return (y * n**-0.5).to(x.dtype)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

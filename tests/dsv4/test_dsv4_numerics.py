@@ -1,20 +1,24 @@
 """The official DeepSeek-V4 numerics rules, each on a small tensor with a hand-computed expectation.
 
-Rules from the official inference code (`inference/kernel.py` act_quant / fp4_act_quant, `model.py`):
-GEMM inputs of FP8/FP4 weights go through e4m3 with one power-of-two (ue8m0) scale per 128 values, the
-scale being 2^ceil(log2(max(amax, 1e-4) / 448)); FP4 fake-quant uses 2^ceil(log2(max(amax, 6*2^-126) / 6)).
+Rules from the official inference code (`inference/kernel.py` act_quant / fp4_act_quant, `model.py`),
+listed in docs/dsv4-numerics.md: FP8 GEMM inputs (e4m3, ue8m0 scale per 128), FP4 fake-quant floor,
+fp32 compressor projections, bf16 query-head norm, fp32 RoPE angles, bf16 indexer scores with ties to the
+older entry, P cast to bf16 before P.V.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
 
 from dsv4.config import preset
 from dsv4.formats import as_bf16, quantize_fp8_block, quantize_mxfp4
-from dsv4.layers.primitives import (act_quant, fp4_fake_quant, fp8_fake_quant, make_fp4_tables, pow2_round_scale)
+from dsv4.layers.attention import top_entries
+from dsv4.layers.primitives import (act_quant, fp4_fake_quant, fp8_fake_quant, hadamard, head_rms_norm,
+                                    make_fp4_tables, make_rope_table, pow2_round_scale, rope_frequencies)
 from dsv4.layers.weights import Dense
 from dsv4.model import DSV4Model
 from dsv4.reference import ReferenceDecoder
@@ -117,3 +121,78 @@ def test_nvfp4_activations_follow_the_official_fp8_scheme_not_input_scale():
     a.reset()
     for pos, token in enumerate([3, 9, 27, 81]):
         assert torch.equal(a.step([token], pos)[0], reference.step(token, pos))
+
+
+def _tiny_model_with(entries: dict):
+    config = dataclasses.replace(preset("tiny"), num_hidden_layers=2, num_hash_layers=1, compress_ratios=(4, 0, 0))
+    weights = synthetic_weights(config, "nvfp4", seed=4)
+    weights.update(entries)
+    return config, DSV4Model(config, weights, max_len=128)
+
+
+def test_the_compressor_projects_in_fp32():
+    """kv = x . w = 1 + 2^-10: exact in fp32, 1.0 after a bf16 GEMM output."""
+    config = preset("tiny")
+    w = torch.zeros(2 * config.head_dim, config.hidden_size)
+    w[0, 0], w[0, 1] = 1.0, 2.0**-10
+    _, model = _tiny_model_with({"layers.0.attn.compressor.wkv": as_bf16(w)})
+    compressor = model.layers[0].attn.compressor
+    assert compressor.wkv.dtype == torch.float32
+    x = torch.zeros(1, config.hidden_size, dtype=torch.bfloat16)
+    x[0, :2] = 1.0
+    kv, score = compressor._project(x)
+    assert kv.dtype == score.dtype == torch.float32
+    assert kv[0, 0].item() == 1 + 2.0**-10
+
+
+def test_query_heads_are_normalised_in_bf16():
+    q = torch.tensor([[3.0, 4.0]], dtype=torch.bfloat16)
+    # bf16 ops: mean(9, 16) = 12.5; rsqrt -> 0.28284 -> bf16 0.283203125; 3 * that = 0.849609375, a tie
+    # between bf16 neighbours 0.84765625 and 0.8515625 -> even -> 0.8515625 (an fp32 norm gives 0.84765625)
+    out = head_rms_norm(q, 1e-6)
+    assert out.dtype == torch.bfloat16 and out.float().tolist() == [[0.8515625, 1.1328125]]
+
+
+def test_rope_angles_are_fp32_products():
+    config = preset("tiny")
+    table = make_rope_table(config, False, 1_000_001, "cpu")
+    freq = rope_frequencies(config, False)[1]  # fp32 1 / 10000^(2/16)
+    angle32 = (torch.tensor(1_000_000.0) * freq).item()  # fp32 product: 1e6 * f rounded to 1/32 spacing
+    exact = 1_000_000 * 10000.0 ** (-2 / 16)
+    assert abs(angle32 - exact) > 1e-3
+    assert table[1_000_000, 0, 1].item() == pytest.approx(math.cos(angle32), abs=2e-6)
+    assert abs(table[1_000_000, 0, 1].item() - math.cos(exact)) > 1e-3
+
+
+def test_hadamard_is_the_scaled_walsh_transform():
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert hadamard(x).tolist() == [5.0, -1.0, -2.0, 0.0]  # H4 x / 2
+
+
+def test_indexer_scores_are_bf16_and_ties_keep_the_older_entry():
+    _, model = _tiny_model_with({})
+    indexer = model.layers[0].attn.indexer
+    q = torch.ones(1, indexer.heads, indexer.dim, dtype=torch.bfloat16)
+    w = torch.full((1, indexer.heads), 0.5, dtype=torch.bfloat16)
+    keys = torch.zeros(1, 3, indexer.dim, dtype=torch.bfloat16)
+    keys[0, 1, 0] = 1.0 + 2.0**-7  # 4 heads * 0.5 * 1.0078125 = 2.015625 in bf16 (exact)
+    keys[0, 2, 0] = -1.0  # relu -> 0, ties with slot 0
+    scores = indexer.scores(q, w, keys)
+    assert scores.dtype == torch.bfloat16 and scores.float().tolist() == [[0.0, 2.015625, 0.0]]
+    assert top_entries(scores, 2).indices.tolist() == [[1, 0]]
+
+
+def test_attention_casts_p_to_bf16_and_keeps_the_sink_out_of_the_max():
+    _, model = _tiny_model_with({})
+    attn = model.layers[1].attn
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, attn.heads, attn.head_dim, generator=g).to(torch.bfloat16)
+    keys = torch.randn(1, 5, attn.head_dim, generator=g).to(torch.bfloat16)
+    scores = torch.einsum("bhd,bsd->bhs", q.float(), keys.float()) * attn.head_dim**-0.5
+    top = scores.amax(-1, keepdim=True)
+    e = torch.exp(scores - top)
+    denom = e.sum(-1, keepdim=True) + torch.exp(attn.sink.view(1, -1, 1) - top)
+    expected = (torch.einsum("bhs,bsd->bhd", e.to(torch.bfloat16).float(), keys.float()) / denom).to(torch.bfloat16)
+    got = attn.attend(q, keys, None)
+    unrounded = (torch.einsum("bhs,bsd->bhd", e, keys.float()) / denom).to(torch.bfloat16)
+    assert not torch.equal(got, unrounded) and torch.equal(got, expected)

@@ -44,4 +44,4 @@ def test_flash_fits_two_h200s_but_not_one_h100():
     h200, h100 = 141 * 10**9, 80 * 10**9
     assert shortfalls(memory_needed(flash, 2), [h200, h200]) == []
     [line] = shortfalls(memory_needed(flash, 1), [h100])
-    assert line.startswith("cuda:0 needs 182.") and "but has 80.0 GB free" in line
+    assert line.startswith("cuda:0 needs 183.") and "but has 80.0 GB free" in line  # incl. fp32 compressor copies
