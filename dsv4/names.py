@@ -41,6 +41,11 @@ ffn.experts.{e}.w1 / w3 / w2       mlp.experts.{e}.gate_proj / up_proj / down_pr
 ffn.shared_experts.w1 / w3 / w2    mlp.shared_experts.gate_proj / up_proj / down_proj
 =================================  =================================================
 
+HF transformers' scheme (``transformers``) is the HF / NVFP4 one except for two things: the indexer's head
+weights sit under ``self_attn.compressor.indexer.scorer.weights_proj``, and each layer's routed experts are two
+fused tensors, ``mlp.experts.gate_up_proj`` ``[E, 2I, D]`` (w1 rows, then w3 rows) and ``mlp.experts.down_proj``
+``[E, D, I]`` (w2), see ``dsv4.fused_experts``.
+
 Quantized linears store components under suffixes of the module name, whichever scheme:
 BF16 ``.weight``; FP8 ``.weight`` + ``.scale`` (official; HF-style files may say ``.weight_scale_inv`` or
 ``.weight_scale`` [GUESS for the NVFP4 release]); MXFP4 ``.weight`` + ``.scale``; NVFP4 ``.weight`` +
@@ -93,7 +98,10 @@ LAYER_HF = {
     "ffn.shared_experts.w3": "mlp.shared_experts.up_proj",
     "ffn.shared_experts.w2": "mlp.shared_experts.down_proj",
 }
+LAYER_TRANSFORMERS = {**LAYER_HF, "attn.indexer.weights_proj": "self_attn.compressor.indexer.scorer.weights_proj"}
 EXPERT_HF = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
+FUSED_EXPERT_HF = {"w1": "gate_up_proj", "w3": "gate_up_proj", "w2": "down_proj"}
+SCHEMES = ("official", "hf", "transformers")
 
 F32, BF16 = (torch.float32,), (torch.bfloat16,)
 NORM_DTYPES = (torch.bfloat16, torch.float32)
@@ -188,17 +196,18 @@ def layer_specs(c: DSV4Config, i: int) -> list[TensorSpec]:
 
 
 def disk_name(official: str, scheme: str) -> str:
-    """On-disk name (or module base, for linears) of an official name in ``scheme`` ("official" or "hf")."""
+    """On-disk name (or module base, for linears) of an official name in ``scheme`` (one of ``SCHEMES``)."""
     if scheme == "official":
         return official
     if official in GLOBAL_HF:
         return GLOBAL_HF[official]
     _, i, local = official.split(".", 2)
-    return f"model.layers.{i}.{LAYER_HF[local]}"
+    table = LAYER_TRANSFORMERS if scheme == "transformers" else LAYER_HF
+    return f"model.layers.{i}.{table[local]}"
 
 
 def expert_disk_base(stacked: str, e: int, scheme: str) -> str:
-    """Module base of expert ``e`` of a stacked entry such as ``layers.3.ffn.experts.w1``."""
+    """Module base of expert ``e`` of a stacked entry such as ``layers.3.ffn.experts.w1`` (per-expert schemes)."""
     head, proj = stacked.rsplit(".", 1)
     if scheme == "official":
         return f"{head}.{e}.{proj}"
@@ -206,6 +215,18 @@ def expert_disk_base(stacked: str, e: int, scheme: str) -> str:
     return f"model.layers.{i}.mlp.experts.{e}.{EXPERT_HF[proj]}"
 
 
+def fused_experts_name(stacked: str) -> str:
+    """The transformers tensor holding a stacked entry: ``layers.3.ffn.experts.w3`` -> ``...experts.gate_up_proj``."""
+    head, proj = stacked.rsplit(".", 1)
+    return f"model.layers.{head.split('.')[1]}.mlp.experts.{FUSED_EXPERT_HF[proj]}"
+
+
 def detect_scheme(names) -> str:
-    """"hf" when the checkpoint uses ``model.``-prefixed names, else "official"."""
-    return "hf" if any(n.startswith("model.") for n in names) else "official"
+    """"transformers" for ``model.``-prefixed names with fused experts or the indexer's ``scorer``, "hf" for other
+    ``model.``-prefixed names, else "official"."""
+    names = list(names)
+    if not any(n.startswith("model.") for n in names):
+        return "official"
+    if any(".mlp.experts.gate_up_proj" in n or ".indexer.scorer." in n for n in names):
+        return "transformers"
+    return "hf"
