@@ -43,7 +43,7 @@ from dsv4.formats import (FP8_BLOCK, MXFP4_BLOCK, NVFP4_BLOCK, BF16Weight, FP8Bl
                           NVFP4Weight, QuantizedWeight)
 from dsv4.fused_experts import (SCALE_SUFFIXES, FusedLayoutError, fp8_scale_rows, fuse_gate_up, fused_parts)
 from dsv4.names import (TensorSpec, detect_scheme, disk_name, expert_disk_base, fused_experts_name, global_specs,
-                        layer_specs)
+                        layer_specs, mtp_specs)
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -214,13 +214,13 @@ def _load_linear(shards: _Shards, base: str, out: int, inp: int, device) -> Quan
     return _CONSTRUCTORS[fmt](**kw)
 
 
-def _load_experts(shards: _Shards, spec: TensorSpec, scheme: str, device) -> QuantizedWeight:
+def _load_experts(shards: _Shards, spec: TensorSpec, scheme: str, layers: int, device) -> QuantizedWeight:
     """Stack E per-expert linears into one [E, out, in] weight, filling a preallocated buffer expert by expert."""
     n, out, inp = spec.shape
     stacked: dict[str, Tensor] = {}
     first_fmt = None
     for e in range(n):
-        base = expert_disk_base(spec.name, e, scheme)
+        base = expert_disk_base(spec.name, e, scheme, layers)
         fmt, kw = _read_linear(shards, base, out, inp, device)
         if first_fmt is None:
             first_fmt = fmt
@@ -233,10 +233,10 @@ def _load_experts(shards: _Shards, spec: TensorSpec, scheme: str, device) -> Qua
     return _CONSTRUCTORS[first_fmt](**stacked)
 
 
-def _load_fused_experts(shards: _Shards, spec: TensorSpec, device) -> QuantizedWeight:
+def _load_fused_experts(shards: _Shards, spec: TensorSpec, layers: int, device) -> QuantizedWeight:
     """One stacked projection from transformers' fused tensors: w1 / w3 are the two row halves of gate_up_proj."""
     n, out, inp = spec.shape
-    name = fused_experts_name(spec.name)
+    name = fused_experts_name(spec.name, layers)
     half = {"w1": 0, "w3": 1}.get(spec.name.rsplit(".", 1)[1])
     total = out if half is None else 2 * out
     rows = (0, out) if half is None else (half * out, (half + 1) * out)
@@ -265,12 +265,13 @@ def _load_fused_experts(shards: _Shards, spec: TensorSpec, device) -> QuantizedW
     raise _fail(shards, name, f"dtype {dt} is not a fused expert format (BF16, F8_E4M3, packed I8/U8 MXFP4)")
 
 
-def _load_entry(shards: _Shards, spec: TensorSpec, scheme: str, device) -> Tensor | QuantizedWeight:
+def _load_entry(shards: _Shards, spec: TensorSpec, scheme: str, layers: int, device) -> Tensor | QuantizedWeight:
+    """One entry; `layers` (num_hidden_layers) is where HF-style files keep the MTP layer."""
     if spec.kind == "experts":
         if scheme == "transformers":
-            return _load_fused_experts(shards, spec, device)
-        return _load_experts(shards, spec, scheme, device)
-    name = disk_name(spec.name, scheme)
+            return _load_fused_experts(shards, spec, layers, device)
+        return _load_experts(shards, spec, scheme, layers, device)
+    name = disk_name(spec.name, scheme, layers)
     if spec.kind == "linear":
         return _load_linear(shards, name, *spec.shape, device)
     if spec.kind == "dense":
@@ -282,8 +283,8 @@ def _load_entry(shards: _Shards, spec: TensorSpec, scheme: str, device) -> Tenso
 
 
 def checkpoint_specs(config: DSV4Config, layers: Iterable[int] | None = None,
-                     include_globals: bool | None = None) -> list[TensorSpec]:
-    """The entries ``load_checkpoint`` returns for these arguments, in load order."""
+                     include_globals: bool | None = None, mtp: bool = False) -> list[TensorSpec]:
+    """The entries ``load_checkpoint`` returns for these arguments, in load order (the MTP layer last)."""
     if include_globals is None:
         include_globals = layers is None
     idx = range(config.num_hidden_layers) if layers is None else list(layers)
@@ -291,16 +292,22 @@ def checkpoint_specs(config: DSV4Config, layers: Iterable[int] | None = None,
         if not isinstance(i, int) or not 0 <= i < config.num_hidden_layers:
             raise CheckpointError(f"layer {i!r} out of range 0..{config.num_hidden_layers - 1}")
     specs = [s for i in idx for s in layer_specs(config, i)]
+    if mtp:
+        try:
+            specs += mtp_specs(config)
+        except IndexError as e:
+            raise CheckpointError(str(e)) from None
     return (global_specs(config) if include_globals else []) + specs
 
 
 def load_checkpoint(path, config: DSV4Config | None = None, device="cpu", layers: Iterable[int] | None = None,
-                    progress: Progress | None = None, *, include_globals: bool | None = None,
+                    progress: Progress | None = None, *, include_globals: bool | None = None, mtp: bool = False,
                     ) -> dict[str, Tensor | QuantizedWeight]:
     """Load a checkpoint directory into official names (see the module docstring).
 
     ``layers``: decoder layers to load (default all). ``include_globals``: also load embed/head/norm/hc_head;
-    defaults to True only when ``layers`` is None. ``progress(done, total, name)`` is called after each entry.
+    defaults to True only when ``layers`` is None. ``mtp``: also load the MTP layer (``mtp.0.*``).
+    ``progress(done, total, name)`` is called after each entry.
     """
     root = Path(path)
     if not root.is_dir():
@@ -310,12 +317,12 @@ def load_checkpoint(path, config: DSV4Config | None = None, device="cpu", layers
             config = load_config(root)
         except ConfigError as e:
             raise CheckpointError(str(e)) from None
-    specs = checkpoint_specs(config, layers, include_globals)
+    specs = checkpoint_specs(config, layers, include_globals, mtp)
     shards = _Shards(root)
     scheme = detect_scheme(shards.files)
     out: dict[str, Tensor | QuantizedWeight] = {}
     for n, spec in enumerate(specs, 1):
-        out[spec.name] = _load_entry(shards, spec, scheme, device)
+        out[spec.name] = _load_entry(shards, spec, scheme, config.num_hidden_layers, device)
         if progress is not None:
             progress(n, len(specs), spec.name)
     return out
@@ -355,19 +362,21 @@ def _components(w: QuantizedWeight, scheme: str) -> dict[str, Tensor]:
     return {suffixes[k]: t for k, t in w.parts().items()}
 
 
-def disk_tensors(name: str, value: Tensor | QuantizedWeight, scheme: str) -> Iterator[tuple[str, Tensor]]:
-    """The on-disk (name, tensor) pairs of one loaded entry in ``scheme``; stacked experts split per expert."""
+def disk_tensors(name: str, value: Tensor | QuantizedWeight, scheme: str,
+                 layers: int | None = None) -> Iterator[tuple[str, Tensor]]:
+    """The on-disk (name, tensor) pairs of one loaded entry in ``scheme``; stacked experts split per expert.
+    ``layers`` (num_hidden_layers) places the MTP layer in HF-style names."""
     if isinstance(value, Tensor):
-        yield disk_name(name, scheme), value
+        yield disk_name(name, scheme, layers), value
         return
     if ".ffn.experts." in name:
         parts = _components(value, scheme)
         for e in range(value.shape[0]):
-            base = expert_disk_base(name, e, scheme)
+            base = expert_disk_base(name, e, scheme, layers)
             for suffix, t in parts.items():
                 yield base + suffix, t[e]
         return
-    base = disk_name(name, scheme)
+    base = disk_name(name, scheme, layers)
     for suffix, t in _components(value, scheme).items():
         yield base + suffix, t
 
@@ -378,13 +387,14 @@ class DiskLayout:
     transformers' scheme fuses a layer's w1 and w3 into one gate_up_proj, so w1 is held until its w3 arrives.
     """
 
-    def __init__(self, scheme: str):
+    def __init__(self, scheme: str, layers: int):
         self.scheme = scheme
+        self.layers = layers  # num_hidden_layers: where HF-style names put the MTP layer
         self._gate: QuantizedWeight | None = None
 
     def tensors(self, name: str, value: Tensor | QuantizedWeight) -> Iterator[tuple[str, Tensor]]:
         if self.scheme != "transformers" or ".ffn.experts." not in name:
-            yield from disk_tensors(name, value, self.scheme)
+            yield from disk_tensors(name, value, self.scheme, self.layers)
             return
         proj = name.rsplit(".", 1)[1]
         if proj == "w1":
@@ -395,7 +405,7 @@ class DiskLayout:
         except FusedLayoutError as e:
             raise CheckpointError(f"{name}: {e}") from None
         self._gate = None
-        base = fused_experts_name(name)
+        base = fused_experts_name(name, self.layers)
         for suffix, t in parts.items():
             yield base + suffix, t
 

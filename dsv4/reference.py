@@ -174,7 +174,7 @@ class ReferenceDecoder:
         yarn = config.rope_scaling if config.rope_scaling.get("type", config.rope_scaling.get("rope_type")) == "yarn" else None
         self.rope_window = _Rope(config.qk_rope_head_dim, config.rope_theta, None)
         self.rope_compressed = _Rope(config.qk_rope_head_dim, config.compress_rope_theta, yarn)
-        self.state = [_LayerState() for _ in range(config.num_hidden_layers)]
+        self.state = [_LayerState() for _ in range(config.num_hidden_layers + 1)]  # the last: the MTP layer
         self.next_position = 0
 
     def _gemm(self, x: torch.Tensor, name: str, expert: int | None = None) -> torch.Tensor:
@@ -254,7 +254,7 @@ class ReferenceDecoder:
     # -- attention ----------------------------------------------------------------------------------------
     def _attention(self, x, layer, position):
         cfg, w, st = self.cfg, self.w, self.state[layer]
-        p = f"layers.{layer}.attn"
+        p = f"{self._prefix(layer)}.attn"
         ratio = cfg.compress_ratios[layer]
         rope = self.rope_compressed if ratio else self.rope_window
         hd, nope, eps = cfg.head_dim, cfg.head_dim - cfg.qk_rope_head_dim, cfg.rms_norm_eps
@@ -300,7 +300,7 @@ class ReferenceDecoder:
 
     def _index_topk(self, x, qr, layer, position):
         cfg, w, st = self.cfg, self.w, self.state[layer]
-        p = f"layers.{layer}.attn.indexer"
+        p = f"{self._prefix(layer)}.attn.indexer"
         if not st.index_keys:
             return []
         d = cfg.index_head_dim
@@ -323,7 +323,7 @@ class ReferenceDecoder:
 
     def _moe(self, x, layer, token_id):
         cfg, w = self.cfg, self.w
-        p = f"layers.{layer}.ffn"
+        p = f"{self._prefix(layer)}.ffn"
         logits = torch.nn.functional.linear(x.float()[None], w[f"{p}.gate.weight"])[0]  # fp32 gate GEMM
         sigma = [torch.sqrt(torch.nn.functional.softplus(v)) for v in logits]
         if cfg.is_hash_layer(layer):
@@ -343,24 +343,51 @@ class ReferenceDecoder:
         return out.to(BF16)
 
     # -- step ----------------------------------------------------------------------------------------------
+    def _prefix(self, layer: int) -> str:
+        return "mtp.0" if layer == self.cfg.num_hidden_layers else f"layers.{layer}"
+
+    def _block(self, streams, layer, position, token_id):
+        w, eps, p = self.w, self.cfg.rms_norm_eps, self._prefix(layer)
+        x, post, comb = self._hc_pre(streams, f"{p}.hc_attn")
+        y = self._attention(_rmsnorm(x, w[f"{p}.attn_norm.weight"], eps), layer, position)
+        streams = self._hc_post(y, streams, post, comb)
+        x, post, comb = self._hc_pre(streams, f"{p}.hc_ffn")
+        y = self._moe(_rmsnorm(x, w[f"{p}.ffn_norm.weight"], eps), layer, token_id)
+        return self._hc_post(y, streams, post, comb)
+
+    def _logits(self, streams, prefix: str, norm: str):
+        """hc_head (sigmoid weights, no Sinkhorn), final norm, fp32 head."""
+        cfg, w = self.cfg, self.w
+        m = self._mix_logits(streams, w[f"{prefix}hc_head_fn"])
+        pre = [torch.sigmoid(m[j] * w[f"{prefix}hc_head_scale"][0] + w[f"{prefix}hc_head_base"][j]) + cfg.hc_eps
+               for j in range(cfg.hc_mult)]
+        x = sum(pre[j] * streams[j].float() for j in range(cfg.hc_mult)).to(BF16)
+        return _rmsnorm(x, w[norm], cfg.rms_norm_eps).float() @ w["head.weight"].T
+
     @torch.inference_mode()
     def step(self, token_id: int, position: int) -> torch.Tensor:
         if position != self.next_position:
             raise ValueError(f"positions must be consecutive: expected {self.next_position}, got {position}")
         self.next_position += 1
-        cfg, w, eps = self.cfg, self.w, self.cfg.rms_norm_eps
-        emb = w["embed.weight"][token_id].to(BF16)
-        streams = torch.stack([emb] * cfg.hc_mult)
-        for layer in range(cfg.num_hidden_layers):
-            p = f"layers.{layer}"
-            x, post, comb = self._hc_pre(streams, f"{p}.hc_attn")
-            y = self._attention(_rmsnorm(x, w[f"{p}.attn_norm.weight"], eps), layer, position)
-            streams = self._hc_post(y, streams, post, comb)
-            x, post, comb = self._hc_pre(streams, f"{p}.hc_ffn")
-            y = self._moe(_rmsnorm(x, w[f"{p}.ffn_norm.weight"], eps), layer, token_id)
-            streams = self._hc_post(y, streams, post, comb)
-        m = self._mix_logits(streams, w["hc_head_fn"])
-        pre = [torch.sigmoid(m[j] * w["hc_head_scale"][0] + w["hc_head_base"][j]) + cfg.hc_eps
-               for j in range(cfg.hc_mult)]
-        x = sum(pre[j] * streams[j].float() for j in range(cfg.hc_mult)).to(BF16)
-        return _rmsnorm(x, w["norm.weight"], eps).float() @ w["head.weight"].T
+        emb = self.w["embed.weight"][token_id].to(BF16)
+        streams = torch.stack([emb] * self.cfg.hc_mult)
+        for layer in range(self.cfg.num_hidden_layers):
+            streams = self._block(streams, layer, position, token_id)
+        self.streams = streams  # the MTP layer's input at this position
+        return self._logits(streams, "", "norm.weight")
+
+    @torch.inference_mode()
+    def mtp_step(self, next_token: int, position: int) -> torch.Tensor:
+        """The MTP layer at `position` (after `step` there): logits of the token after `next_token`.
+
+        Official MTPBlock: enorm(embed(next)) through e_proj, each stream of the main model's final streams
+        through hnorm and h_proj, summed in bf16; one decoder block; its own hc_head and norm; the shared head.
+        """
+        if position != self.next_position - 1:
+            raise ValueError(f"mtp_step follows step at the same position ({self.next_position - 1}), got {position}")
+        w, eps, n = self.w, self.cfg.rms_norm_eps, self.cfg.num_hidden_layers
+        e = self._gemm(_rmsnorm(w["embed.weight"][next_token].to(BF16), w["mtp.0.enorm.weight"], eps), "mtp.0.e_proj")
+        streams = torch.stack([e + self._gemm(_rmsnorm(h, w["mtp.0.hnorm.weight"], eps), "mtp.0.h_proj")
+                               for h in self.streams])
+        streams = self._block(streams, n, position, next_token)
+        return self._logits(streams, "mtp.0.", "mtp.0.norm.weight")

@@ -117,12 +117,12 @@ def _plain(spec: TensorSpec, device, g: torch.Generator, n_experts: int) -> Tens
 
 def iter_synthetic_weights(config: DSV4Config, fmt: str = "nvfp4", device="cpu", seed: int = 0,
                            layers: Iterable[int] | None = None, include_globals: bool | None = None,
-                           ) -> Iterator[tuple[str, Tensor | QuantizedWeight]]:
+                           mtp: bool = False) -> Iterator[tuple[str, Tensor | QuantizedWeight]]:
     """Yield (official name, value) in load order, building each entry on ``device`` only when asked for it."""
     if fmt not in FORMATS:
         raise SynthError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     device = torch.device(device)
-    for spec in checkpoint_specs(config, layers, include_globals):
+    for spec in checkpoint_specs(config, layers, include_globals, mtp):
         g = _generator(seed, spec.name, device)
         if spec.kind == "experts":
             yield spec.name, _experts(spec, fmt, device, g)
@@ -134,9 +134,9 @@ def iter_synthetic_weights(config: DSV4Config, fmt: str = "nvfp4", device="cpu",
 
 def synthetic_weights(config: DSV4Config, fmt: str = "nvfp4", device="cpu", seed: int = 0,
                       layers: Iterable[int] | None = None, include_globals: bool | None = None,
-                      ) -> dict[str, Tensor | QuantizedWeight]:
+                      mtp: bool = False) -> dict[str, Tensor | QuantizedWeight]:
     """The dict ``load_checkpoint`` returns (same names, formats, shapes, dtypes), built directly on ``device``."""
-    return dict(iter_synthetic_weights(config, fmt, device, seed, layers, include_globals))
+    return dict(iter_synthetic_weights(config, fmt, device, seed, layers, include_globals, mtp))
 
 
 def spec_bytes(spec: TensorSpec, fmt: str) -> int:
@@ -156,13 +156,18 @@ def spec_bytes(spec: TensorSpec, fmt: str) -> int:
 
 
 def estimate_bytes(config: DSV4Config, fmt: str) -> int:
-    """Bytes the checkpoint of ``config`` takes on disk in ``fmt`` (without safetensors headers)."""
-    return sum(spec_bytes(spec, fmt) for spec in checkpoint_specs(config))
+    """Bytes the checkpoint of ``config`` takes on disk in ``fmt`` (without safetensors headers), MTP layer included."""
+    return sum(spec_bytes(spec, fmt) for spec in checkpoint_specs(config, mtp=_has_mtp(config)))
+
+
+def _has_mtp(config: DSV4Config) -> bool:
+    return config.num_nextn_predict_layers > 0
 
 
 def write_checkpoint(config: DSV4Config, out_dir, fmt: str = "nvfp4", seed: int = 0, shard_bytes: int = 2 << 30,
                      scheme: str | None = None, progress=None, device="cpu") -> Path:
-    """Write config.json, the safetensors index and shards of ``synthetic_weights(config, fmt, device, seed)``.
+    """Write config.json, the safetensors index and shards of ``synthetic_weights(config, fmt, device, seed)``
+    plus the MTP layer (``mtp=True``), as the releases ship it.
 
     Streaming: each entry is drawn on ``device``, copied to host and handed to a background shard writer, so
     host memory holds at most about two shards whatever the model's size; a GPU ``device`` keeps drawing while
@@ -182,10 +187,11 @@ def write_checkpoint(config: DSV4Config, out_dir, fmt: str = "nvfp4", seed: int 
         raise SynthError(f"{out}: exists and is not an empty directory")
     out.mkdir(parents=True, exist_ok=True)
     device = torch.device(device)
-    total = len(checkpoint_specs(config))
-    layout = DiskLayout(scheme)
+    mtp = _has_mtp(config)
+    total = len(checkpoint_specs(config, mtp=mtp))
+    layout = DiskLayout(scheme, config.num_hidden_layers)
     with ShardWriter(out, shard_bytes) as writer:
-        for n, (name, value) in enumerate(iter_synthetic_weights(config, fmt, device, seed), 1):
+        for n, (name, value) in enumerate(iter_synthetic_weights(config, fmt, device, seed, mtp=mtp), 1):
             for disk_name, t in layout.tensors(name, value):
                 writer.add(disk_name, t)
             del value

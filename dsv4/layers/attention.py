@@ -1,9 +1,12 @@
 """Sparse MQA attention with sink over a window ring buffer plus compressed entries (spec section 4).
 
-Cache layout per layer: `kv_cache[:, :window]` is the ring (slot p % window), `kv_cache[:, window + j]` the
-compressed entry j. Both paths attend over the whole fixed-size cache with masks (window slots <= p,
-compressed entries < (p+1)//m, CSA: the indexer's fixed-size top-k); the eager path computes the masks
-and cache slots from a host position, the graph path from `pos`, a [1] int64 device tensor.
+Cache layout per layer: `kv_cache[:, :ring]` is the ring (slot p % ring), `kv_cache[:, ring + j]` the
+compressed entry j. The ring holds window + T - 1 entries when a step carries T consecutive tokens of a
+sequence (T = 2 for speculative decoding), so writing the later tokens' entries first never evicts an entry
+an earlier token of the step still attends to. Both paths attend over the whole fixed-size cache with masks
+(the last `window` positions, compressed entries < (p+1)//m, CSA: the indexer's fixed-size top-k); the eager
+path computes the masks and cache slots from a host position, the graph path from `pos`, a [1] int64 device
+tensor. Rows are ordered (sequence, token): row b*T + t is token t of sequence b, at position pos + t.
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ class Attention:
         self.ratio = cfg.compress_ratios[layer]
         self.heads, self.head_dim, self.rope_dim = cfg.num_attention_heads, cfg.head_dim, cfg.qk_rope_head_dim
         self.window = cfg.sliding_window
+        self.steps = ctx.tokens_per_step
+        self.ring = self.window + self.steps - 1
         self.groups = cfg.o_groups
         dev, res = ctx.device, ctx.resident
         self.wq_a = Dense(weights[f"{prefix}.wq_a"], dev, res, quantize_input=True)
@@ -89,13 +94,13 @@ class Attention:
         self.sink = dense_tensor(weights[f"{prefix}.attn_sink"], dev, torch.float32)
         self.rope = ctx.rope_compressed if self.ratio else ctx.rope_window
         n_comp = ctx.max_len // self.ratio if self.ratio else 0
-        self.kv_cache = torch.zeros(ctx.batch, self.window + n_comp, self.head_dim, dtype=torch.bfloat16, device=dev)
+        self.kv_cache = torch.zeros(ctx.batch, self.ring + n_comp, self.head_dim, dtype=torch.bfloat16, device=dev)
         self.window_slots = torch.arange(self.window, device=dev)
         self.comp_slots = torch.arange(n_comp, device=dev)
         self.compressor = None
         if self.ratio:
             self.compressor = Compressor(weights, f"{prefix}.compressor", self.ratio, self.head_dim,
-                                         self.kv_cache[:, self.window :], ctx, indexer=False)
+                                         self.kv_cache[:, self.ring :], ctx, indexer=False)
         self.indexer = Indexer(weights, f"{prefix}.indexer", ctx) if self.kind == "csa" else None
 
     def reset(self) -> None:
@@ -113,7 +118,7 @@ class Attention:
 
     # -- shared math ---------------------------------------------------------------------------------
     def project(self, x: torch.Tensor, cos_sin: torch.Tensor):
-        """x (normed, bf16 [B,D]) -> q [B,H,hd], this token's cache entry kv [B,hd], qr [B,q_lora]."""
+        """x (normed, bf16 [rows,D]) -> q [rows,H,hd], the tokens' cache entries kv [rows,hd], qr [rows,q_lora]."""
         eps = self.ctx.config.rms_norm_eps
         qr = rms_norm(self.wq_a(x), self.q_norm, eps)
         q = self.wq_b(qr).unflatten(-1, (self.heads, self.head_dim))
@@ -152,46 +157,65 @@ class Attention:
     def forward_eager(self, x: torch.Tensor, position: int) -> torch.Tensor:
         """Cache writes and compressor boundaries branch on the host position; attention is the same
         fixed-size masked computation as the graph-ready path, so both give bit-identical results."""
-        cos_sin = self.rope[position : position + 1]
+        cos_sin = self.rope.index_select(0, position + self.ctx.row_offsets)
         q, kv, qr = self.project(x, cos_sin)
-        self.kv_cache[:, position % self.window] = kv
         qi = wi = None
-        if self.compressor is not None:
-            self.compressor.update_eager(x, position, self.rope)
+        for t in range(self.steps):
+            self.kv_cache[:, (position + t) % self.ring] = kv[t :: self.steps]
+            for compressor in self._compressors():
+                compressor.update_eager(x[t :: self.steps], position + t, self.rope)
         if self.indexer is not None:
-            self.indexer.compressor.update_eager(x, position, self.rope)
             qi, wi = self.indexer.query(qr, x, cos_sin)
-        count = (position + 1) // self.ratio if self.ratio else 0
-        return self.output(self.masked_attention(q, qi, wi, position, count), cos_sin)
+        return self.output(self._attend_rows(q, qi, wi, position), cos_sin)
 
     # -- graph-ready path (device position, fixed shapes) ---------------------------------------------
     def prepare_graph(self, x: torch.Tensor, pos: torch.Tensor, cos_sin: torch.Tensor):
-        """Projections and all cache/state writes for this token; returns what attention needs."""
+        """Projections and all cache/state writes for this step's tokens; returns what attention needs."""
         q, kv, qr = self.project(x, cos_sin)
-        self.kv_cache.index_copy_(1, torch.remainder(pos, self.window), kv.unsqueeze(1))
-        if self.compressor is not None:
-            self.compressor.update_graph(x, pos, self.rope)
+        for t in range(self.steps):
+            self.kv_cache.index_copy_(1, torch.remainder(pos + t, self.ring), kv[t :: self.steps].unsqueeze(1))
+            for compressor in self._compressors():
+                compressor.update_graph(x[t :: self.steps], pos + t, self.rope)
         if self.indexer is None:
             return q, None, None
-        self.indexer.compressor.update_graph(x, pos, self.rope)
         qi, wi = self.indexer.query(qr, x, cos_sin)
         return q, qi, wi
 
     def attend_graph(self, q, qi, wi, pos: torch.Tensor) -> torch.Tensor:
-        count = torch.div(pos + 1, self.ratio, rounding_mode="floor") if self.ratio else 0
-        return self.masked_attention(q, qi, wi, pos, count)
+        return self._attend_rows(q, qi, wi, pos)
+
+    def _compressors(self) -> list[Compressor]:
+        found = [self.compressor] if self.compressor is not None else []
+        return found + ([self.indexer.compressor] if self.indexer is not None else [])
+
+    def _attend_rows(self, q, qi, wi, pos) -> torch.Tensor:
+        """Each token of the step attends at its own position (pos + t); rows back in (sequence, token) order."""
+        outs = []
+        for t in range(self.steps):
+            at = pos + t
+            if not self.ratio:
+                count = 0
+            elif isinstance(at, int):
+                count = (at + 1) // self.ratio
+            else:
+                count = torch.div(at + 1, self.ratio, rounding_mode="floor")
+            rows = slice(t, None, self.steps)
+            outs.append(self.masked_attention(q[rows], None if qi is None else qi[rows],
+                                              None if wi is None else wi[rows], at, count))
+        return outs[0] if self.steps == 1 else torch.stack(outs, dim=1).flatten(0, 1)
 
     def window_entries(self, pos) -> tuple[torch.Tensor, torch.Tensor]:
-        """The ring's entries oldest first (the official kernel's order) and which of them exist: [B,W,hd], [1,W].
+        """The window's entries for a token at `pos`, oldest first (the official kernel's order), and which exist.
 
-        Before the ring has wrapped, slot i holds position i and the empty slots trail; after, the oldest
-        entry sits at slot (pos+1) % W. A fixed order makes the P.V sum run in the same order at any position.
+        [B,W,hd], [1,W]. Before the window fills, slot i holds position i and the empty slots trail; after,
+        the oldest entry (position pos - W + 1) sits at slot (pos - W + 1) % ring. A fixed order makes the
+        P.V sum run in the same order at any position and for any token of a step.
         """
         if isinstance(pos, int):
-            start = (pos + 1) % self.window if pos >= self.window - 1 else 0
+            start = pos - self.window + 1 if pos >= self.window - 1 else 0
         else:
-            start = torch.where(pos >= self.window - 1, torch.remainder(pos + 1, self.window), 0)
-        order = torch.remainder(self.window_slots + start, self.window)
+            start = torch.where(pos >= self.window - 1, pos - self.window + 1, 0)
+        order = torch.remainder(self.window_slots + start, self.ring)
         return self.kv_cache.index_select(1, order), (self.window_slots <= pos).unsqueeze(0)
 
     def masked_attention(self, q, qi, wi, pos, count) -> torch.Tensor:
@@ -201,11 +225,11 @@ class Attention:
         if not self.ratio:
             return self.attend(q, window_keys, valid_window)
         if self.indexer is None:
-            keys = torch.cat([window_keys, self.kv_cache[:, self.window :]], dim=1)
+            keys = torch.cat([window_keys, self.kv_cache[:, self.ring :]], dim=1)
             valid = torch.cat([valid_window, (self.comp_slots < count).unsqueeze(0)], dim=1)
             return self.attend(q, keys, valid)
         picked, picked_valid = self.indexer.select(qi, wi, count)
-        chosen = self.kv_cache.gather(1, (picked + self.window).unsqueeze(-1).expand(-1, -1, self.head_dim))
+        chosen = self.kv_cache.gather(1, (picked + self.ring).unsqueeze(-1).expand(-1, -1, self.head_dim))
         keys = torch.cat([window_keys, chosen], dim=1)
         valid = torch.cat([valid_window.expand(picked.shape[0], -1), picked_valid], dim=1)
         return self.attend(q, keys, valid)

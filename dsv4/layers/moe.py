@@ -39,7 +39,7 @@ class MoE:
         # FP8/FP4 experts take FP8 activations, as in the official model (NVFP4 ones too: see docs/dsv4-numerics.md)
         self.quantize_up_input = stores_quantized(self.w1)
         self.quantize_down_input = stores_quantized(self.w2)
-        rows = ctx.batch * self.top_k
+        rows = ctx.rows * self.top_k
         inter, hidden = self.w1.shape[-2], self.w2.shape[-2]
         self.gate_out = torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev)
         self.up_out = torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev)

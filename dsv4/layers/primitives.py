@@ -176,3 +176,8 @@ def hadamard(x: torch.Tensor) -> torch.Tensor:
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """y = x W^T in the weight's dtype."""
     return F.linear(x.to(weight.dtype), weight)
+
+
+def vocab_logits(x: torch.Tensor, norm: torch.Tensor, head: torch.Tensor, eps: float) -> torch.Tensor:
+    """fp32 logits of the collapsed streams: final RMSNorm, then an fp32 GEMM with the (fp32) head."""
+    return rms_norm(x, norm, eps).float() @ head.T
