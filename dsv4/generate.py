@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dsv4.checkpoint import CheckpointError
 from dsv4.config import ConfigError, DSV4Config, load_config, preset
 from dsv4.graphs import MODES, GraphDecoder
+from dsv4.memory import memory_needed, shortfalls
 from dsv4.model import MAX_COMPRESS_RATIO, DSV4Model
 from dsv4.placement import weight_parts
 from dsv4.synth import FORMATS, SynthError
@@ -68,6 +69,17 @@ def load_weights(args, config, devices, progress: Progress) -> dict:
         weights.update(load(progress=lambda n, total, name: progress.advance(task)))
     progress.update(task, completed=progress.tasks[task].total)
     return weights
+
+
+def check_memory(args, config, devices) -> None:
+    """Refuse, before loading anything, a model (with its MTP layer for --mtp) that the GPUs cannot hold."""
+    if devices[0].type != "cuda":
+        return
+    needs = memory_needed(config, len(devices), args.checkpoint, args.format, mtp=args.mtp)
+    short = shortfalls(needs, [torch.cuda.mem_get_info(d)[0] for d in devices])
+    if short:
+        raise GenerateError("the model does not fit: " + "; ".join(short)
+                            + ". Use more GPUs (--gpus N) or a smaller preset.")
 
 
 def resolve_config(args) -> DSV4Config:
@@ -154,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             raise GenerateError(f"prompt id {bad[0]} outside the vocabulary 0..{config.vocab_size - 1}")
         devices = pick_devices(args.gpus, need_cuda=args.graph is not None)
+        check_memory(args, config, devices)
         needed = len(prompt) + args.max_new + (SPECULATIVE_SLACK if args.mtp else 0)
         max_len = args.max_len or -(-needed // MAX_COMPRESS_RATIO) * MAX_COMPRESS_RATIO
         if max_len < needed:

@@ -131,3 +131,14 @@ def test_generate_mtp_reports_acceptance(capsys):
     out = capsys.readouterr().out
     assert code == 0 and "speculative" in out and "acceptance:" in out and "tokens per step" in out
     assert len(out.split("tokens:")[1].splitlines()[0].split(",")) == 6
+
+
+def test_generate_refuses_a_model_the_gpu_cannot_hold_before_loading(capsys, monkeypatch):
+    import dsv4.generate as generate
+
+    monkeypatch.setattr(generate, "pick_devices", lambda gpus, need_cuda: [torch.device("cuda", 0)])
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (80 * 10**9, 80 * 10**9))
+    monkeypatch.setattr(generate, "load_weights", lambda *a: pytest.fail("loaded weights"))
+    code = main(["--synthetic", "pro-4L", "--graph", "full", "--mtp"])
+    err = capsys.readouterr().err
+    assert code == 2 and "does not fit" in err and "cuda:0 needs 89." in err and "Traceback" not in err
