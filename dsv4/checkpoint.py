@@ -1,7 +1,7 @@
 """Read and write sharded DeepSeek-V4 safetensors checkpoints, lazily, one tensor at a time.
 
-``load_checkpoint`` returns a dict keyed by OFFICIAL names whatever the names on disk (official ``layers.{i}.attn.wq_a``
-or HF/NVFP4 ``model.layers.{i}.self_attn.q_a_proj``; mapping table in ``dsv4.names``):
+``load_checkpoint`` returns a dict keyed by OFFICIAL names whatever the names on disk (official ``layers.{i}.attn.wq_a``,
+HF/NVFP4 ``model.layers.{i}.self_attn.q_a_proj``, or HF transformers' with fused experts; see ``dsv4.names``):
 
 * Linear layers: key WITHOUT ``.weight`` -> ``QuantizedWeight`` (``layers.{i}.attn.wq_a``, ``...attn.wkv``,
   ``...attn.compressor.wkv``, ``...attn.indexer.weights_proj``, ``...ffn.shared_experts.w1``; BF16 ones are
@@ -41,7 +41,9 @@ from torch import Tensor
 from dsv4.config import ConfigError, DSV4Config, load_config
 from dsv4.formats import (FP8_BLOCK, MXFP4_BLOCK, NVFP4_BLOCK, BF16Weight, FP8BlockWeight, MXFP4Weight,
                           NVFP4Weight, QuantizedWeight)
-from dsv4.names import TensorSpec, detect_scheme, disk_name, expert_disk_base, global_specs, layer_specs
+from dsv4.fused_experts import (SCALE_SUFFIXES, FusedLayoutError, fp8_scale_rows, fuse_gate_up, fused_parts)
+from dsv4.names import (TensorSpec, detect_scheme, disk_name, expert_disk_base, fused_experts_name, global_specs,
+                        layer_specs, mtp_specs)
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -116,8 +118,12 @@ class _Shards:
         dt = sl.get_dtype()
         return DTYPES.get(dt, dt), list(sl.get_shape())
 
-    def read(self, name: str, device) -> Tensor:
-        return self._open(self.files[name], name).get_tensor(name).to(device)
+    def read(self, name: str, device, rows: tuple[int, int] | None = None) -> Tensor:
+        """The tensor, or only rows [start, stop) of its second dim (a slice read from disk, not the whole)."""
+        handle = self._open(self.files[name], name)
+        if rows is None:
+            return handle.get_tensor(name).to(device)
+        return handle.get_slice(name)[:, rows[0] : rows[1]].to(device)
 
 
 def _fail(shards: _Shards, name: str, what: str) -> CheckpointError:
@@ -208,13 +214,13 @@ def _load_linear(shards: _Shards, base: str, out: int, inp: int, device) -> Quan
     return _CONSTRUCTORS[fmt](**kw)
 
 
-def _load_experts(shards: _Shards, spec: TensorSpec, scheme: str, device) -> QuantizedWeight:
+def _load_experts(shards: _Shards, spec: TensorSpec, scheme: str, layers: int, device) -> QuantizedWeight:
     """Stack E per-expert linears into one [E, out, in] weight, filling a preallocated buffer expert by expert."""
     n, out, inp = spec.shape
     stacked: dict[str, Tensor] = {}
     first_fmt = None
     for e in range(n):
-        base = expert_disk_base(spec.name, e, scheme)
+        base = expert_disk_base(spec.name, e, scheme, layers)
         fmt, kw = _read_linear(shards, base, out, inp, device)
         if first_fmt is None:
             first_fmt = fmt
@@ -227,10 +233,45 @@ def _load_experts(shards: _Shards, spec: TensorSpec, scheme: str, device) -> Qua
     return _CONSTRUCTORS[first_fmt](**stacked)
 
 
-def _load_entry(shards: _Shards, spec: TensorSpec, scheme: str, device) -> Tensor | QuantizedWeight:
+def _load_fused_experts(shards: _Shards, spec: TensorSpec, layers: int, device) -> QuantizedWeight:
+    """One stacked projection from transformers' fused tensors: w1 / w3 are the two row halves of gate_up_proj."""
+    n, out, inp = spec.shape
+    name = fused_experts_name(spec.name, layers)
+    half = {"w1": 0, "w3": 1}.get(spec.name.rsplit(".", 1)[1])
+    total = out if half is None else 2 * out
+    rows = (0, out) if half is None else (half * out, (half + 1) * out)
+    dt, _ = shards.meta(name)
+    if dt == torch.bfloat16:
+        _expect(shards, name, [n, total, inp], (torch.bfloat16,), "bf16")
+        return BF16Weight(shards.read(name, device, rows))
+    scale = next((name + s for s in SCALE_SUFFIXES if shards.has(name + s)), None)
+    if scale is None:
+        raise _fail(shards, name, f"quantized fused experts without {name}_scale_inv next to them")
+    if dt == torch.float8_e4m3fn:
+        _expect(shards, name, [n, total, inp], (torch.float8_e4m3fn,), "fp8")
+        grid = [n, -(-total // FP8_BLOCK), -(-inp // FP8_BLOCK)]
+        _expect(shards, scale, grid, (torch.float8_e8m0fnu, torch.uint8, torch.float32), "fp8")
+        try:
+            scale_rows = (0, grid[1]) if half is None else fp8_scale_rows(out, half)
+        except FusedLayoutError as e:
+            raise _fail(shards, name, str(e)) from None
+        return FP8BlockWeight(shards.read(name, device, rows), shards.read(scale, device, scale_rows))
+    if dt in (torch.int8, torch.uint8):
+        if inp % MXFP4_BLOCK:
+            raise _fail(shards, name, f"packed FP4 needs in-features divisible by {MXFP4_BLOCK}, config gives {inp}")
+        _expect(shards, name, [n, total, inp // 2], (torch.int8, torch.uint8), "mxfp4")
+        _expect(shards, scale, [n, total, inp // MXFP4_BLOCK], (torch.float8_e8m0fnu, torch.uint8), "mxfp4")
+        return MXFP4Weight(shards.read(name, device, rows), shards.read(scale, device, rows))
+    raise _fail(shards, name, f"dtype {dt} is not a fused expert format (BF16, F8_E4M3, packed I8/U8 MXFP4)")
+
+
+def _load_entry(shards: _Shards, spec: TensorSpec, scheme: str, layers: int, device) -> Tensor | QuantizedWeight:
+    """One entry; `layers` (num_hidden_layers) is where HF-style files keep the MTP layer."""
     if spec.kind == "experts":
-        return _load_experts(shards, spec, scheme, device)
-    name = disk_name(spec.name, scheme)
+        if scheme == "transformers":
+            return _load_fused_experts(shards, spec, layers, device)
+        return _load_experts(shards, spec, scheme, layers, device)
+    name = disk_name(spec.name, scheme, layers)
     if spec.kind == "linear":
         return _load_linear(shards, name, *spec.shape, device)
     if spec.kind == "dense":
@@ -242,8 +283,8 @@ def _load_entry(shards: _Shards, spec: TensorSpec, scheme: str, device) -> Tenso
 
 
 def checkpoint_specs(config: DSV4Config, layers: Iterable[int] | None = None,
-                     include_globals: bool | None = None) -> list[TensorSpec]:
-    """The entries ``load_checkpoint`` returns for these arguments, in load order."""
+                     include_globals: bool | None = None, mtp: bool = False) -> list[TensorSpec]:
+    """The entries ``load_checkpoint`` returns for these arguments, in load order (the MTP layer last)."""
     if include_globals is None:
         include_globals = layers is None
     idx = range(config.num_hidden_layers) if layers is None else list(layers)
@@ -251,16 +292,22 @@ def checkpoint_specs(config: DSV4Config, layers: Iterable[int] | None = None,
         if not isinstance(i, int) or not 0 <= i < config.num_hidden_layers:
             raise CheckpointError(f"layer {i!r} out of range 0..{config.num_hidden_layers - 1}")
     specs = [s for i in idx for s in layer_specs(config, i)]
+    if mtp:
+        try:
+            specs += mtp_specs(config)
+        except IndexError as e:
+            raise CheckpointError(str(e)) from None
     return (global_specs(config) if include_globals else []) + specs
 
 
 def load_checkpoint(path, config: DSV4Config | None = None, device="cpu", layers: Iterable[int] | None = None,
-                    progress: Progress | None = None, *, include_globals: bool | None = None,
+                    progress: Progress | None = None, *, include_globals: bool | None = None, mtp: bool = False,
                     ) -> dict[str, Tensor | QuantizedWeight]:
     """Load a checkpoint directory into official names (see the module docstring).
 
     ``layers``: decoder layers to load (default all). ``include_globals``: also load embed/head/norm/hc_head;
-    defaults to True only when ``layers`` is None. ``progress(done, total, name)`` is called after each entry.
+    defaults to True only when ``layers`` is None. ``mtp``: also load the MTP layer (``mtp.0.*``).
+    ``progress(done, total, name)`` is called after each entry.
     """
     root = Path(path)
     if not root.is_dir():
@@ -270,12 +317,12 @@ def load_checkpoint(path, config: DSV4Config | None = None, device="cpu", layers
             config = load_config(root)
         except ConfigError as e:
             raise CheckpointError(str(e)) from None
-    specs = checkpoint_specs(config, layers, include_globals)
+    specs = checkpoint_specs(config, layers, include_globals, mtp)
     shards = _Shards(root)
     scheme = detect_scheme(shards.files)
     out: dict[str, Tensor | QuantizedWeight] = {}
     for n, spec in enumerate(specs, 1):
-        out[spec.name] = _load_entry(shards, spec, scheme, device)
+        out[spec.name] = _load_entry(shards, spec, scheme, config.num_hidden_layers, device)
         if progress is not None:
             progress(n, len(specs), spec.name)
     return out
@@ -310,26 +357,57 @@ _SUFFIXES = {
 def _components(w: QuantizedWeight, scheme: str) -> dict[str, Tensor]:
     """Suffix -> stored tensor of a linear; HF-style files name an FP8 block scale ``.weight_scale_inv``."""
     suffixes = dict(_SUFFIXES[w.format])
-    if w.format == "fp8" and scheme == "hf":
+    if w.format == "fp8" and scheme != "official":
         suffixes["scale"] = ".weight_scale_inv"
     return {suffixes[k]: t for k, t in w.parts().items()}
 
 
-def disk_tensors(name: str, value: Tensor | QuantizedWeight, scheme: str) -> Iterator[tuple[str, Tensor]]:
-    """The on-disk (name, tensor) pairs of one loaded entry in ``scheme``; stacked experts split per expert."""
+def disk_tensors(name: str, value: Tensor | QuantizedWeight, scheme: str,
+                 layers: int | None = None) -> Iterator[tuple[str, Tensor]]:
+    """The on-disk (name, tensor) pairs of one loaded entry in ``scheme``; stacked experts split per expert.
+    ``layers`` (num_hidden_layers) places the MTP layer in HF-style names."""
     if isinstance(value, Tensor):
-        yield disk_name(name, scheme), value
+        yield disk_name(name, scheme, layers), value
         return
     if ".ffn.experts." in name:
         parts = _components(value, scheme)
         for e in range(value.shape[0]):
-            base = expert_disk_base(name, e, scheme)
+            base = expert_disk_base(name, e, scheme, layers)
             for suffix, t in parts.items():
                 yield base + suffix, t[e]
         return
-    base = disk_name(name, scheme)
+    base = disk_name(name, scheme, layers)
     for suffix, t in _components(value, scheme).items():
         yield base + suffix, t
+
+
+class DiskLayout:
+    """The on-disk (name, tensor) pairs of loaded entries in one scheme, fed one entry at a time in load order.
+
+    transformers' scheme fuses a layer's w1 and w3 into one gate_up_proj, so w1 is held until its w3 arrives.
+    """
+
+    def __init__(self, scheme: str, layers: int):
+        self.scheme = scheme
+        self.layers = layers  # num_hidden_layers: where HF-style names put the MTP layer
+        self._gate: QuantizedWeight | None = None
+
+    def tensors(self, name: str, value: Tensor | QuantizedWeight) -> Iterator[tuple[str, Tensor]]:
+        if self.scheme != "transformers" or ".ffn.experts." not in name:
+            yield from disk_tensors(name, value, self.scheme, self.layers)
+            return
+        proj = name.rsplit(".", 1)[1]
+        if proj == "w1":
+            self._gate = value
+            return
+        try:
+            parts = fuse_gate_up(self._gate, value) if proj == "w3" else fused_parts(value)
+        except FusedLayoutError as e:
+            raise CheckpointError(f"{name}: {e}") from None
+        self._gate = None
+        base = fused_experts_name(name, self.layers)
+        for suffix, t in parts.items():
+            yield base + suffix, t
 
 
 class ShardWriter:

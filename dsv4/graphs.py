@@ -8,7 +8,8 @@ Modes (how each device's units from `DSV4Model.units()` are grouped):
 Every device gets one explicit `torch.cuda.Stream(device=...)` used for warm-up, capture and replay
 (capturing on the default stream of a non-current device replays stale or empty work, seed log 004).
 Token ids and the position reach each device by `copy_` from pinned host rows, one row per position so
-a row is never rewritten while a copy from it may be pending. The residual streams cross devices with a
+a row is never rewritten while a copy from it may be pending; a speculative model (`DSV4Model(speculative=
+True)`) can instead take them from its own device state (`step_speculative`), so its steps chain on the GPU. The residual streams cross devices with a
 copy outside any graph, ordered by events. With `use_graphs=False` (always on CPU) the same units run
 eagerly in the same order, which is what replay is compared against.
 """
@@ -90,9 +91,11 @@ class GraphDecoder:
             previous = device
         self.plans = plans
         pin = on_cuda
-        self.host_tokens = torch.zeros(model.max_len, model.batch, dtype=torch.long, pin_memory=pin)
+        self.host_tokens = torch.zeros(model.max_len, model.rows, dtype=torch.long, pin_memory=pin)
         self.host_positions = torch.arange(model.max_len, dtype=torch.long).pin_memory() if pin else \
             torch.arange(model.max_len, dtype=torch.long)
+        # speculative models: the prompt tokens the host imposes at p+1, p+2 (-1: the model's own)
+        self.host_overrides = torch.full((model.max_len, 2), -1, dtype=torch.long, pin_memory=pin)
 
     @property
     def capture_count(self) -> int:
@@ -107,7 +110,7 @@ class GraphDecoder:
         if self.captured:
             return
         for _ in range(WARMUP_STEPS):
-            self.step([0] * self.model.batch, 0)
+            self.step([0] * self.model.rows, 0)
         self.synchronize()
         if self.use_graphs:
             with torch.inference_mode():
@@ -131,40 +134,62 @@ class GraphDecoder:
                 plan.stream.synchronize()
 
     # -- stepping -------------------------------------------------------------------------------------
-    def step(self, token_ids, position: int) -> torch.Tensor:
-        """One decode step for host token ids at `position`; returns the model's logits buffer (device)."""
+    def step(self, token_ids, position: int, overrides: Sequence[int] | None = None) -> torch.Tensor:
+        """One decode step for host token ids (one per row) at `position`; returns the logits buffer (device).
+
+        `overrides` (speculative models): the tokens at position+1, position+2 when the host knows them (a
+        prompt being prefilled), -1 where the model's own greedy tokens decide."""
         self._check(position)
         self.host_tokens[position] = torch.as_tensor(token_ids, dtype=torch.long).reshape(-1)
-        self.replay(position, greedy=False)
+        self.host_overrides[position] = torch.as_tensor([-1, -1] if overrides is None else overrides)
+        self.replay(position, source="host")
         return self.model.logits_buf
 
     def step_greedy(self, position: int) -> torch.Tensor:
         """One decode step fed with the previous step's greedy token, read on the device (no host sync)."""
+        if self.model.spec is not None:
+            raise ValueError("a speculative model steps with step_speculative()")
         self._check(position)
-        self.replay(position, greedy=True)
+        self.replay(position, source="greedy")
         return self.model.logits_buf
 
-    def _check(self, position: int) -> None:
-        if not 0 <= position < self.model.max_len:
-            raise ValueError(f"position {position} outside 0..{self.model.max_len - 1}")
+    def step_speculative(self) -> None:
+        """One speculative step fed from the model's device state (token, draft, position): no host sync."""
+        if self.model.spec is None:
+            raise ValueError("step_speculative() needs a DSV4Model built with speculative=True")
+        self.replay(0, source="speculative")
 
-    def _load_inputs(self, plan: DevicePlan, position: int, greedy: bool) -> None:
-        io = self.model.io[plan.device]
-        if greedy:
+    def _check(self, position: int) -> None:
+        last = self.model.max_len - self.model.tokens_per_step
+        if not 0 <= position <= last:
+            raise ValueError(f"position {position} outside 0..{last}")
+
+    def _load_inputs(self, plan: DevicePlan, position: int, source: str) -> None:
+        io, spec = self.model.io[plan.device], self.model.spec
+        if source == "speculative":
+            io.tokens.copy_(spec.tokens, non_blocking=True)
+            io.pos.copy_(spec.pos, non_blocking=True)
+            if plan.device == self.model.devices[-1]:
+                spec.overrides.fill_(-1)
+            return
+        if source == "greedy":
             io.tokens.copy_(self.model.next_token_buf, non_blocking=True)
         else:
             io.tokens.copy_(self.host_tokens[position], non_blocking=True)
+            if spec is not None and plan.device == self.model.devices[-1]:
+                spec.overrides.copy_(self.host_overrides[position], non_blocking=True)
         io.pos.copy_(self.host_positions[position : position + 1], non_blocking=True)
 
-    def _prepare_device(self, plan: DevicePlan, position: int, greedy: bool) -> None:
+    def _prepare_device(self, plan: DevicePlan, position: int, source: str) -> None:
         """Receive the residual streams from the previous device and load token/position."""
         if plan.previous is not None:
             self.model.transfer(plan.previous, plan.device)
-        self._load_inputs(plan, position, greedy)
+        self._load_inputs(plan, position, source)
 
     @hot_path
-    def replay(self, position: int, greedy: bool = False) -> None:
-        """Run every device's segments in layer order on its own stream, chained by events.
+    def replay(self, position: int, source: str = "host") -> None:
+        """Run every device's segments in layer order on its own stream, chained by events. `source`: where the
+        token ids and position come from (host | greedy | speculative, see `_load_inputs`).
 
         Each stream first waits for its device's default stream (work queued there, such as a reset, comes
         first) and the last device's default stream waits for the step, so callers may read `logits_buf`.
@@ -173,7 +198,7 @@ class GraphDecoder:
             wait_for = self.last_done
             for plan in self.plans:
                 if plan.stream is None:
-                    self._prepare_device(plan, position, greedy)
+                    self._prepare_device(plan, position, source)
                     for seg in plan.segments:
                         seg.run_units()
                     continue
@@ -181,7 +206,7 @@ class GraphDecoder:
                     plan.stream.wait_stream(torch.cuda.default_stream(plan.device))
                     if wait_for is not None:
                         plan.stream.wait_event(wait_for)
-                    self._prepare_device(plan, position, greedy)
+                    self._prepare_device(plan, position, source)
                     for seg in plan.segments:
                         if seg.graph is not None:
                             seg.graph.replay()

@@ -1,9 +1,10 @@
 """GPU memory a DeepSeek-V4 model needs on each of N devices, known before anything is loaded.
 
 Per device: the stored weights placed there (their real sizes read from a checkpoint's shard headers, or the
-synthetic format's sizes), the bf16 copies the model keeps of its quantized dense linears, the fp32 head on the
-last device, and a fixed reserve for the CUDA context, caches, kernel workspaces and captured graphs. The
-globals load on the first device before the model moves the head to the last, so both count them.
+synthetic format's sizes), the bf16 copies the model keeps of its quantized dense linears, the fp32 copies of the
+compressor projections, the fp32 head on the last device, and a fixed reserve for the CUDA context, caches,
+kernel workspaces and captured graphs. The globals load on the first device before the model moves the head
+to the last, so both count them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dsv4.synth import spec_bytes
 
 RESERVE_BYTES = 4 << 30
 COPIED_ROLES = ("attn", "shared")  # quantized in both releases; the model keeps bf16 copies (Dense, resident)
+COMPRESSOR = re.compile(r"\.compressor\.w(kv|gate)$")  # stored bf16, kept as fp32 copies (fp32 compressor GEMMs)
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
@@ -43,37 +45,47 @@ def _device_layers(config: DSV4Config, n_devices: int) -> list[list[int]]:
 
 
 def _stored_by_layer(config: DSV4Config, checkpoint: str | None, fmt: str) -> tuple[dict[int, int], int]:
-    """(layer -> stored bytes, bytes of the globals)."""
+    """(layer -> stored bytes, bytes of the globals); the MTP layer counts as layer num_hidden_layers."""
     per_layer: dict[int, int] = {}
+    mtp_layer = config.num_hidden_layers
     if checkpoint is None:
-        for spec in checkpoint_specs(config, include_globals=False):
-            layer = int(_LAYER.search(spec.name).group(1))
+        mtp = config.num_nextn_predict_layers > 0
+        for spec in checkpoint_specs(config, include_globals=False, mtp=mtp):
+            found = _LAYER.search(spec.name)
+            layer = int(found.group(1)) if found else mtp_layer
             per_layer[layer] = per_layer.get(layer, 0) + spec_bytes(spec, fmt)
         return per_layer, sum(spec_bytes(spec, fmt) for spec in global_specs(config))
     globals_bytes = 0
     for name, size in checkpoint_tensor_bytes(checkpoint).items():
         found = _LAYER.search(name)
-        if found is None:
+        if name.startswith("mtp."):
+            per_layer[mtp_layer] = per_layer.get(mtp_layer, 0) + size
+        elif found is None:
             globals_bytes += size
-        elif int(found.group(1)) < config.num_hidden_layers:  # the MTP layer is not loaded
+        elif int(found.group(1)) <= mtp_layer:  # HF-style files keep the MTP layer as layer num_hidden_layers
             per_layer[int(found.group(1))] = per_layer.get(int(found.group(1)), 0) + size
     return per_layer, globals_bytes
 
 
-def _copies(config: DSV4Config, layers: list[int]) -> int:
-    specs = checkpoint_specs(config, layers, include_globals=False)
-    return sum(2 * math.prod(s.shape) for s in specs if s.kind == "linear" and s.role in COPIED_ROLES)
+def _copies(config: DSV4Config, layers: list[int], mtp: bool = False) -> int:
+    specs = checkpoint_specs(config, layers, include_globals=False, mtp=mtp)
+    bf16 = sum(2 * math.prod(s.shape) for s in specs if s.kind == "linear" and s.role in COPIED_ROLES)
+    return bf16 + sum(4 * math.prod(s.shape) for s in specs if COMPRESSOR.search(s.name))
 
 
 def memory_needed(config: DSV4Config, n_devices: int, checkpoint: str | None = None,
-                  fmt: str = "nvfp4") -> list[DeviceNeed]:
-    """What each of ``n_devices`` holds at its peak while the model is built and checked."""
+                  fmt: str = "nvfp4", mtp: bool = False) -> list[DeviceNeed]:
+    """What each of ``n_devices`` holds at its peak while the model is built and checked (``mtp``: with the MTP
+    layer, which lives on the last device next to the head)."""
     per_layer, globals_bytes = _stored_by_layer(config, checkpoint, fmt)
     head_fp32 = 4 * config.vocab_size * config.hidden_size
     needs = []
     for index, layers in enumerate(_device_layers(config, n_devices)):
+        last = index == n_devices - 1
         weights = sum(per_layer.get(i, 0) for i in layers) + (globals_bytes if index == 0 else 0)
-        copies = _copies(config, layers) + (head_fp32 if index == n_devices - 1 else 0)
+        copies = _copies(config, layers, mtp and last) + (head_fp32 if last else 0)
+        if mtp and last:
+            weights += per_layer.get(config.num_hidden_layers, 0)
         needs.append(DeviceNeed(index, tuple(layers), weights, copies))
     return needs
 

@@ -20,8 +20,10 @@ import torch
 
 from dsv4.layers.block import Block, DeviceIO
 from dsv4.layers.mhc import HyperHead
-from dsv4.layers.primitives import make_fp4_tables, make_hadamard, make_rope_table, rms_norm
+from dsv4.layers.primitives import make_fp4_tables, make_rope_table, vocab_logits
 from dsv4.layers.weights import dense_tensor
+from dsv4.mtp import PREFIX as MTP_PREFIX
+from dsv4.mtp import MTPLayer, Speculation
 from graphready import hot_path
 
 MAX_COMPRESS_RATIO = 128
@@ -38,24 +40,31 @@ class DeviceContext:
 
     config: object
     device: torch.device
-    batch: int
+    batch: int  # sequences
+    tokens_per_step: int  # consecutive tokens of each sequence in one step
     max_len: int
     resident: bool
     rope_window: torch.Tensor
     rope_compressed: torch.Tensor
-    hadamard: torch.Tensor
     fp4_tables: tuple
+    row_offsets: torch.Tensor  # [rows]: position of each row relative to its sequence's first token
+
+    @property
+    def rows(self) -> int:
+        return self.batch * self.tokens_per_step
 
     @classmethod
-    def build(cls, config, device, batch, max_len, resident) -> "DeviceContext":
-        return cls(config, device, batch, max_len, resident,
+    def build(cls, config, device, batch, tokens_per_step, max_len, resident) -> "DeviceContext":
+        offsets = torch.arange(tokens_per_step, device=device).repeat(batch)
+        return cls(config, device, batch, tokens_per_step, max_len, resident,
                    make_rope_table(config, False, max_len, device), make_rope_table(config, True, max_len, device),
-                   make_hadamard(config.index_head_dim, device), make_fp4_tables(device))
+                   make_fp4_tables(device), offsets)
 
 
 @dataclass
 class Unit:
-    """One piece of the graph-ready step, run on `device`; `kind` is embed | pre | attention | post | head."""
+    """One piece of the graph-ready step, run on `device`; `kind` is embed | pre | attention | post | head, and with
+    speculative decoding mtp | advance."""
 
     name: str
     kind: str
@@ -65,35 +74,52 @@ class Unit:
 
 class DSV4Model:
     def __init__(self, config, weights: dict, devices: Sequence = ("cpu",), max_len: int = 1024, batch: int = 1,
-                 resident: bool = True):
-        """`resident`: keep bf16 copies of the dense (non-expert) linears instead of dequantizing per call."""
+                 resident: bool = True, speculative: bool = False):
+        """`resident`: keep bf16 copies of the dense (non-expert) linears instead of dequantizing per call.
+        `speculative`: one-draft speculative decoding with the MTP layer (weights ``mtp.0.*`` needed, batch 1):
+        every step carries two tokens (rows), and the units gain the MTP layer and the accept/advance step."""
         if max_len <= 0 or max_len % MAX_COMPRESS_RATIO or max_len > config.max_position_embeddings:
             raise ValueError(f"max_len must be a positive multiple of {MAX_COMPRESS_RATIO} "
                              f"up to {config.max_position_embeddings}, got {max_len}")
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
+        if speculative and batch != 1:
+            raise ValueError(f"speculative decoding runs one sequence, got batch {batch}")
+        if speculative and f"{MTP_PREFIX}.e_proj" not in weights:
+            raise ValueError(f"speculative decoding needs the MTP layer's weights ({MTP_PREFIX}.*): load them with mtp=True")
         self.config = config
         self.max_len = max_len
         self.batch = batch
+        self.tokens_per_step = 2 if speculative else 1
+        self.rows = batch * self.tokens_per_step
         n_layers = config.num_hidden_layers
         devices = [torch.device(d) for d in devices]
         self.layer_devices = [devices[i * len(devices) // n_layers] for i in range(n_layers)]
         self.devices = list(dict.fromkeys(self.layer_devices))
-        self.contexts = {d: DeviceContext.build(config, d, batch, max_len, resident) for d in self.devices}
-        self.io = {d: DeviceIO(config, batch, d) for d in self.devices}
+        self.contexts = {d: DeviceContext.build(config, d, batch, self.tokens_per_step, max_len, resident)
+                         for d in self.devices}
+        self.io = {d: DeviceIO(config, self.rows, d) for d in self.devices}
         first, last = self.devices[0], self.devices[-1]
         self.embed = dense_tensor(weights["embed.weight"], first)
         self.layers = [Block(weights, i, self.contexts[d], self.io[d]) for i, d in enumerate(self.layer_devices)]
         self.hc_head = HyperHead(weights["hc_head_fn"], weights["hc_head_scale"], weights["hc_head_base"], config, last)
         self.norm = dense_tensor(weights["norm.weight"], last, torch.float32)
         self.head = dense_tensor(weights["head.weight"], last, torch.float32)
-        self.logits_buf = torch.zeros(batch, config.vocab_size, dtype=torch.float32, device=last)
-        self.next_token_buf = torch.zeros(batch, dtype=torch.long, device=last)
+        self.logits_buf = torch.zeros(self.rows, config.vocab_size, dtype=torch.float32, device=last)
+        self.next_token_buf = torch.zeros(self.rows, dtype=torch.long, device=last)
+        self.mtp = self.spec = None
+        if speculative:
+            embed = self.embed if last == first else self.embed.to(last)
+            self.mtp = MTPLayer(weights, config, self.contexts[last], embed, self.head)
+            self.spec = Speculation(max_len, last)
 
     def reset(self) -> None:
         """Forget the sequence: empty every cache and compressor state, in place."""
         for layer in self.layers:
             layer.reset()
+        if self.mtp is not None:
+            self.mtp.reset()
+            self.spec.reset()
 
     @property
     def weight_bytes_per_token(self) -> int:
@@ -104,20 +130,22 @@ class DSV4Model:
 
     # -- eager path ---------------------------------------------------------------------------------
     def _check_position(self, position: int) -> None:
-        if not 0 <= position < self.max_len:
-            raise ValueError(f"position {position} outside 0..{self.max_len - 1} (max_len {self.max_len})")
+        last = self.max_len - self.tokens_per_step
+        if not 0 <= position <= last:
+            raise ValueError(f"position {position} outside 0..{last} (max_len {self.max_len}, "
+                             f"{self.tokens_per_step} token(s) per step)")
 
     def _logits(self, streams: torch.Tensor) -> torch.Tensor:
-        x = rms_norm(self.hc_head(streams), self.norm, self.config.rms_norm_eps)
-        return x.float() @ self.head.T
+        return vocab_logits(self.hc_head(streams), self.norm, self.head, self.config.rms_norm_eps)
 
     @torch.inference_mode()
     def step(self, token_ids, position: int) -> torch.Tensor:
-        """Eager decode step for `token_ids` ([B] ints) at `position`; returns fp32 logits [B, vocab]."""
+        """Eager decode step of the main model for `token_ids` ([rows] ints: each sequence's tokens for positions
+        position, position + 1, ...) ; returns fp32 logits [rows, vocab]."""
         self._check_position(position)
         ids = torch.as_tensor(token_ids, dtype=torch.long).reshape(-1).to(self.devices[0])
-        if ids.numel() != self.batch:
-            raise ValueError(f"expected {self.batch} token id(s), got {ids.numel()}")
+        if ids.numel() != self.rows:
+            raise ValueError(f"expected {self.rows} token id(s), got {ids.numel()}")
         streams = self.embed[ids].unsqueeze(1).expand(-1, self.config.hc_mult, -1).contiguous()
         for layer, device in zip(self.layers, self.layer_devices):
             streams, ids = streams.to(device), ids.to(device)
@@ -131,8 +159,8 @@ class DSV4Model:
         """Fill every device's token/position buffers from the host (what a graph decoder does with pinned copies)."""
         self._check_position(position)
         ids = torch.as_tensor(token_ids, dtype=torch.long).reshape(-1)
-        if ids.numel() != self.batch:
-            raise ValueError(f"expected {self.batch} token id(s), got {ids.numel()}")
+        if ids.numel() != self.rows:
+            raise ValueError(f"expected {self.rows} token id(s), got {ids.numel()}")
         for io in self.io.values():
             io.tokens.copy_(ids)
             io.pos.fill_(position)
@@ -147,6 +175,18 @@ class DSV4Model:
         self.logits_buf.copy_(self._logits(self.io[self.devices[-1]].streams))
         self.next_token_buf.copy_(self.logits_buf.argmax(-1))
 
+    @hot_path
+    def mtp_graph(self) -> None:
+        """The MTP layer on the main model's final streams and the tokens decided at p+1, p+2."""
+        io = self.io[self.devices[-1]]
+        self.mtp.step_graph(io.streams, self.spec.decide(self.next_token_buf), io.pos)
+
+    @hot_path
+    def advance_graph(self) -> None:
+        """Accept or reject the draft and set the next speculative step's inputs (on the device)."""
+        io = self.io[self.devices[-1]]
+        self.spec.advance(io.tokens, io.pos, self.mtp.draft_buf)
+
     def transfer(self, source: torch.device, target: torch.device) -> None:
         """Hand the residual streams to the next device (outside any graph)."""
         self.io[target].streams.copy_(self.io[source].streams)
@@ -160,7 +200,10 @@ class DSV4Model:
             plan[device] += [Unit(f"layer{i}.pre", "pre", device, layer.pre_attention),
                              Unit(f"layer{i}.attention", "attention", device, layer.attention),
                              Unit(f"layer{i}.post", "post", device, layer.post_attention)]
-        plan[self.devices[-1]].append(Unit("head", "head", self.devices[-1], self.head_graph))
+        last = self.devices[-1]
+        plan[last].append(Unit("head", "head", last, self.head_graph))
+        if self.mtp is not None:
+            plan[last] += [Unit("mtp", "mtp", last, self.mtp_graph), Unit("advance", "advance", last, self.advance_graph)]
         return plan
 
     @hot_path

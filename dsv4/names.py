@@ -41,6 +41,15 @@ ffn.experts.{e}.w1 / w3 / w2       mlp.experts.{e}.gate_proj / up_proj / down_pr
 ffn.shared_experts.w1 / w3 / w2    mlp.shared_experts.gate_proj / up_proj / down_proj
 =================================  =================================================
 
+The MTP layer (``mtp.0.*``, loaded on request) is the official names' ``mtp.0.`` prefix; HF-style files store it as
+layer ``model.layers.{num_hidden_layers}`` (block tensors under the names above, ``e_proj``, ``h_proj``, ``enorm``,
+``hnorm``, ``hc_head_fn``/``_base``/``_scale`` as they are, ``norm`` as ``shared_head.norm``), as vLLM reads it.
+
+HF transformers' scheme (``transformers``) is the HF / NVFP4 one except for two things: the indexer's head
+weights sit under ``self_attn.compressor.indexer.scorer.weights_proj``, and each layer's routed experts are two
+fused tensors, ``mlp.experts.gate_up_proj`` ``[E, 2I, D]`` (w1 rows, then w3 rows) and ``mlp.experts.down_proj``
+``[E, D, I]`` (w2), see ``dsv4.fused_experts``.
+
 Quantized linears store components under suffixes of the module name, whichever scheme:
 BF16 ``.weight``; FP8 ``.weight`` + ``.scale`` (official; HF-style files may say ``.weight_scale_inv`` or
 ``.weight_scale`` [GUESS for the NVFP4 release]); MXFP4 ``.weight`` + ``.scale``; NVFP4 ``.weight`` +
@@ -93,7 +102,14 @@ LAYER_HF = {
     "ffn.shared_experts.w3": "mlp.shared_experts.up_proj",
     "ffn.shared_experts.w2": "mlp.shared_experts.down_proj",
 }
+LAYER_TRANSFORMERS = {**LAYER_HF, "attn.indexer.weights_proj": "self_attn.compressor.indexer.scorer.weights_proj"}
 EXPERT_HF = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
+FUSED_EXPERT_HF = {"w1": "gate_up_proj", "w3": "gate_up_proj", "w2": "down_proj"}
+SCHEMES = ("official", "hf", "transformers")
+# the MTP layer's own tensors in HF-style files (vLLM's names); its decoder block uses LAYER_HF
+MTP_HF = {"e_proj": "e_proj", "h_proj": "h_proj", "enorm.weight": "enorm.weight", "hnorm.weight": "hnorm.weight",
+          "norm.weight": "shared_head.norm.weight", "hc_head_fn": "hc_head_fn", "hc_head_base": "hc_head_base",
+          "hc_head_scale": "hc_head_scale"}
 
 F32, BF16 = (torch.float32,), (torch.bfloat16,)
 NORM_DTYPES = (torch.bfloat16, torch.float32)
@@ -141,10 +157,32 @@ def _compressor(p: str, c: DSV4Config, width: int, ratio: int, role: str) -> lis
 
 
 def layer_specs(c: DSV4Config, i: int) -> list[TensorSpec]:
-    """Every tensor of decoder layer ``i`` (0 <= i < num_hidden_layers; the MTP layer is not loaded)."""
+    """Every tensor of decoder layer ``i`` (0 <= i < num_hidden_layers; the MTP layer is `mtp_specs`)."""
     if not 0 <= i < c.num_hidden_layers:
         raise IndexError(f"layer {i} out of range 0..{c.num_hidden_layers - 1}")
-    p, d, hd, h, g = f"layers.{i}", c.hidden_size, c.head_dim, c.num_attention_heads, c.o_groups
+    return _block_specs(c, i, f"layers.{i}")
+
+
+def mtp_specs(c: DSV4Config) -> list[TensorSpec]:
+    """The MTP layer ``mtp.0``: a decoder block of layer index num_hidden_layers (its compress ratio, non-hash
+    routing) plus the token/hidden projections and norms and its own hc_head; embedding and head are shared."""
+    if c.num_nextn_predict_layers < 1:
+        raise IndexError("the config has no MTP layer (num_nextn_predict_layers is 0)")
+    p, d, hc = "mtp.0", c.hidden_size, c.hc_mult
+    return _block_specs(c, c.num_hidden_layers, p) + [
+        TensorSpec(f"{p}.e_proj", (d, d), "linear", role="attn"),
+        TensorSpec(f"{p}.h_proj", (d, d), "linear", role="attn"),
+        TensorSpec(f"{p}.enorm.weight", (d,), "tensor", NORM_DTYPES, init="ones"),
+        TensorSpec(f"{p}.hnorm.weight", (d,), "tensor", NORM_DTYPES, init="ones"),
+        TensorSpec(f"{p}.norm.weight", (d,), "tensor", NORM_DTYPES, init="ones"),
+        TensorSpec(f"{p}.hc_head_fn", (hc, hc * d), "tensor", F32, init="hc_fn"),
+        TensorSpec(f"{p}.hc_head_base", (hc,), "tensor", F32, init="small"),
+        TensorSpec(f"{p}.hc_head_scale", (1,), "tensor", F32, init="hc_scale"),
+    ]
+
+
+def _block_specs(c: DSV4Config, i: int, p: str) -> list[TensorSpec]:
+    d, hd, h, g = c.hidden_size, c.head_dim, c.num_attention_heads, c.o_groups
     mix, e, inter = c.hc_mix_dim, c.n_routed_experts, c.moe_intermediate_size
     s = []
     for site in ("attn", "ffn"):
@@ -187,25 +225,53 @@ def layer_specs(c: DSV4Config, i: int) -> list[TensorSpec]:
     return s
 
 
-def disk_name(official: str, scheme: str) -> str:
-    """On-disk name (or module base, for linears) of an official name in ``scheme`` ("official" or "hf")."""
+def _disk_layer(official: str, layers: int | None) -> tuple[int, str]:
+    """(on-disk layer index, local name) of a per-layer official name; MTP layer k is layer num_hidden_layers + k."""
+    group, k, local = official.split(".", 2)
+    if group == "layers":
+        return int(k), local
+    if layers is None:
+        raise ValueError(f"{official}: the HF name of an MTP tensor needs num_hidden_layers")
+    return layers + int(k), local
+
+
+def disk_name(official: str, scheme: str, layers: int | None = None) -> str:
+    """On-disk name (or module base, for linears) of an official name in ``scheme`` (one of ``SCHEMES``).
+
+    ``layers`` (num_hidden_layers) places the MTP layer: HF-style files store ``mtp.0`` as layer
+    ``model.layers.{layers}`` (as vLLM reads them), with ``norm`` under ``shared_head``."""
     if scheme == "official":
         return official
     if official in GLOBAL_HF:
         return GLOBAL_HF[official]
-    _, i, local = official.split(".", 2)
-    return f"model.layers.{i}.{LAYER_HF[local]}"
+    i, local = _disk_layer(official, layers)
+    if official.startswith("mtp.") and local in MTP_HF:
+        return f"model.layers.{i}.{MTP_HF[local]}"
+    table = LAYER_TRANSFORMERS if scheme == "transformers" else LAYER_HF
+    return f"model.layers.{i}.{table[local]}"
 
 
-def expert_disk_base(stacked: str, e: int, scheme: str) -> str:
-    """Module base of expert ``e`` of a stacked entry such as ``layers.3.ffn.experts.w1``."""
+def expert_disk_base(stacked: str, e: int, scheme: str, layers: int | None = None) -> str:
+    """Module base of expert ``e`` of a stacked entry such as ``layers.3.ffn.experts.w1`` (per-expert schemes)."""
     head, proj = stacked.rsplit(".", 1)
     if scheme == "official":
         return f"{head}.{e}.{proj}"
-    i = head.split(".")[1]
+    i, _ = _disk_layer(stacked, layers)
     return f"model.layers.{i}.mlp.experts.{e}.{EXPERT_HF[proj]}"
 
 
+def fused_experts_name(stacked: str, layers: int | None = None) -> str:
+    """The transformers tensor holding a stacked entry: ``layers.3.ffn.experts.w3`` -> ``...experts.gate_up_proj``."""
+    i, _ = _disk_layer(stacked, layers)
+    return f"model.layers.{i}.mlp.experts.{FUSED_EXPERT_HF[stacked.rsplit('.', 1)[1]]}"
+
+
 def detect_scheme(names) -> str:
-    """"hf" when the checkpoint uses ``model.``-prefixed names, else "official"."""
-    return "hf" if any(n.startswith("model.") for n in names) else "official"
+    """"transformers" for ``model.``-prefixed names with fused experts or the indexer's ``scorer``, "hf" for other
+    ``model.``-prefixed names, else "official"."""
+    names = list(names)
+    if not any(n.startswith("model.") for n in names):
+        return "official"
+    if any(".mlp.experts.gate_up_proj" in n or ".indexer.scorer." in n for n in names):
+        return "transformers"
+    return "hf"

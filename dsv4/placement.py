@@ -1,7 +1,8 @@
 """Place a DeepSeek-V4 model over N devices and load each part's weights straight onto its device.
 
 Layer i lives on ``devices[i * n // L]`` (as ``DSV4Model`` places it). The globals (embedding, head, final norm,
-hc_head) load on the first device; the model then moves the head, norm and hc_head to the last one. Weights come
+hc_head) load on the first device; the model then moves the head, norm and hc_head to the last one, where the
+MTP layer (when asked for) loads too. Weights come
 from a checkpoint (read lazily, only the shards holding that device's tensors) or are drawn synthetically on the
 device, so no part of the model ever passes through host memory as a whole.
 """
@@ -29,26 +30,28 @@ def layer_placement(config: DSV4Config, devices: list[torch.device]) -> dict[tor
 
 
 def weight_parts(config: DSV4Config, devices: list[torch.device], checkpoint: str | None = None,
-                 fmt: str = "nvfp4", seed: int = 0) -> list[tuple[int, Callable[..., Iterator]]]:
-    """(entry count, load) per part: the globals on the first device, then each device's layers.
+                 fmt: str = "nvfp4", seed: int = 0, mtp: bool = False) -> list[tuple[int, Callable[..., Iterator]]]:
+    """(entry count, load) per part: the globals on the first device, then each device's layers, then (``mtp``)
+    the MTP layer on the last device.
 
     ``load(progress=None)`` yields (official name, value) on that part's device; ``progress(n, total, name)`` is
     called after each entry.
     """
-    parts: list[tuple[torch.device, list[int] | None]] = [(devices[0], None)]
-    parts += list(layer_placement(config, devices).items())
+    parts = [(devices[0], [], True, False)]
+    parts += [(device, layers, False, False) for device, layers in layer_placement(config, devices).items()]
+    if mtp:
+        parts.append((devices[-1], [], False, True))
     out = []
-    for device, layers in parts:
-        only_globals = layers is None
-        wanted = [] if only_globals else layers
-        count = len(checkpoint_specs(config, wanted, include_globals=only_globals))
+    for device, wanted, with_globals, with_mtp in parts:
+        count = len(checkpoint_specs(config, wanted, with_globals, with_mtp))
         if checkpoint:
-            def load(device=device, wanted=wanted, only_globals=only_globals, progress=None):
+            def load(device=device, wanted=wanted, with_globals=with_globals, with_mtp=with_mtp, progress=None):
                 return iter(load_checkpoint(checkpoint, config, device, wanted, progress,
-                                            include_globals=only_globals).items())
+                                            include_globals=with_globals, mtp=with_mtp).items())
         else:
-            def load(device=device, wanted=wanted, only_globals=only_globals, progress=None, count=count):
-                entries = iter_synthetic_weights(config, fmt, device, seed, wanted, include_globals=only_globals)
+            def load(device=device, wanted=wanted, with_globals=with_globals, with_mtp=with_mtp, progress=None,
+                     count=count):
+                entries = iter_synthetic_weights(config, fmt, device, seed, wanted, with_globals, with_mtp)
                 for n, item in enumerate(entries, 1):
                     yield item
                     if progress is not None:
@@ -58,9 +61,10 @@ def weight_parts(config: DSV4Config, devices: list[torch.device], checkpoint: st
 
 
 def load_placed_weights(config: DSV4Config, devices: list[torch.device], checkpoint: str | None = None,
-                        fmt: str = "nvfp4", seed: int = 0, progress: Progress | None = None) -> dict:
-    """Every weight ``DSV4Model(config, weights, devices)`` needs, each already on its device."""
+                        fmt: str = "nvfp4", seed: int = 0, progress: Progress | None = None,
+                        mtp: bool = False) -> dict:
+    """Every weight ``DSV4Model(config, weights, devices)`` needs (``mtp``: with the MTP layer), each on its device."""
     weights: dict = {}
-    for _, load in weight_parts(config, devices, checkpoint, fmt, seed):
+    for _, load in weight_parts(config, devices, checkpoint, fmt, seed, mtp):
         weights.update(load(progress=progress))
     return weights

@@ -31,11 +31,12 @@ from typing import Iterable, Iterator
 import torch
 from torch import Tensor
 
-from dsv4.checkpoint import ShardWriter, checkpoint_specs, disk_tensors
+from dsv4.checkpoint import DiskLayout, ShardWriter, checkpoint_specs
 from dsv4.config import ConfigError, DSV4Config, preset
 from dsv4.formats import (FP4_MAX, FP8_BLOCK, FP8_MAX, MXFP4_BLOCK, NVFP4_BLOCK, QuantizedWeight, as_bf16,
                           quantize_fp8_block, quantize_mxfp4, quantize_nvfp4)
-from dsv4.names import TensorSpec
+from dsv4.fused_experts import FUSED_FORMATS
+from dsv4.names import SCHEMES, TensorSpec
 
 FORMATS = ("nvfp4", "official", "bf16")
 # role -> (format, fp8 scale format) per release
@@ -116,12 +117,12 @@ def _plain(spec: TensorSpec, device, g: torch.Generator, n_experts: int) -> Tens
 
 def iter_synthetic_weights(config: DSV4Config, fmt: str = "nvfp4", device="cpu", seed: int = 0,
                            layers: Iterable[int] | None = None, include_globals: bool | None = None,
-                           ) -> Iterator[tuple[str, Tensor | QuantizedWeight]]:
+                           mtp: bool = False) -> Iterator[tuple[str, Tensor | QuantizedWeight]]:
     """Yield (official name, value) in load order, building each entry on ``device`` only when asked for it."""
     if fmt not in FORMATS:
         raise SynthError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     device = torch.device(device)
-    for spec in checkpoint_specs(config, layers, include_globals):
+    for spec in checkpoint_specs(config, layers, include_globals, mtp):
         g = _generator(seed, spec.name, device)
         if spec.kind == "experts":
             yield spec.name, _experts(spec, fmt, device, g)
@@ -133,9 +134,9 @@ def iter_synthetic_weights(config: DSV4Config, fmt: str = "nvfp4", device="cpu",
 
 def synthetic_weights(config: DSV4Config, fmt: str = "nvfp4", device="cpu", seed: int = 0,
                       layers: Iterable[int] | None = None, include_globals: bool | None = None,
-                      ) -> dict[str, Tensor | QuantizedWeight]:
+                      mtp: bool = False) -> dict[str, Tensor | QuantizedWeight]:
     """The dict ``load_checkpoint`` returns (same names, formats, shapes, dtypes), built directly on ``device``."""
-    return dict(iter_synthetic_weights(config, fmt, device, seed, layers, include_globals))
+    return dict(iter_synthetic_weights(config, fmt, device, seed, layers, include_globals, mtp))
 
 
 def spec_bytes(spec: TensorSpec, fmt: str) -> int:
@@ -155,33 +156,43 @@ def spec_bytes(spec: TensorSpec, fmt: str) -> int:
 
 
 def estimate_bytes(config: DSV4Config, fmt: str) -> int:
-    """Bytes the checkpoint of ``config`` takes on disk in ``fmt`` (without safetensors headers)."""
-    return sum(spec_bytes(spec, fmt) for spec in checkpoint_specs(config))
+    """Bytes the checkpoint of ``config`` takes on disk in ``fmt`` (without safetensors headers), MTP layer included."""
+    return sum(spec_bytes(spec, fmt) for spec in checkpoint_specs(config, mtp=_has_mtp(config)))
+
+
+def _has_mtp(config: DSV4Config) -> bool:
+    return config.num_nextn_predict_layers > 0
 
 
 def write_checkpoint(config: DSV4Config, out_dir, fmt: str = "nvfp4", seed: int = 0, shard_bytes: int = 2 << 30,
                      scheme: str | None = None, progress=None, device="cpu") -> Path:
-    """Write config.json, the safetensors index and shards of ``synthetic_weights(config, fmt, device, seed)``.
+    """Write config.json, the safetensors index and shards of ``synthetic_weights(config, fmt, device, seed)``
+    plus the MTP layer (``mtp=True``), as the releases ship it.
 
     Streaming: each entry is drawn on ``device``, copied to host and handed to a background shard writer, so
     host memory holds at most about two shards whatever the model's size; a GPU ``device`` keeps drawing while
-    the disk writes. ``scheme`` ("hf" or "official") picks the on-disk names; by default HF for nvfp4/bf16,
-    official for official. ``progress(done, total, name)`` is called after each entry.
+    the disk writes. ``scheme`` ("hf", "transformers" or "official") picks the on-disk names; by default HF for
+    nvfp4/bf16, official for official. transformers' fused experts hold BF16, FP8 or MXFP4, not NVFP4. ``progress(done, total, name)`` is called after each entry.
     """
     if fmt not in FORMATS:
         raise SynthError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     scheme = scheme or DEFAULT_SCHEME[fmt]
-    if scheme not in ("hf", "official"):
-        raise SynthError(f"unknown name scheme {scheme!r}; choose hf or official")
+    if scheme not in SCHEMES:
+        raise SynthError(f"unknown name scheme {scheme!r}; choose one of: {', '.join(SCHEMES)}")
+    if scheme == "transformers" and ROLE_FORMATS[fmt]["expert"][0] not in FUSED_FORMATS:
+        raise SynthError(f"transformers names fuse the routed experts, which {fmt} stores as "
+                         f"{ROLE_FORMATS[fmt]['expert'][0]}: that has no fused layout; use hf names")
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise SynthError(f"{out}: exists and is not an empty directory")
     out.mkdir(parents=True, exist_ok=True)
     device = torch.device(device)
-    total = len(checkpoint_specs(config))
+    mtp = _has_mtp(config)
+    total = len(checkpoint_specs(config, mtp=mtp))
+    layout = DiskLayout(scheme, config.num_hidden_layers)
     with ShardWriter(out, shard_bytes) as writer:
-        for n, (name, value) in enumerate(iter_synthetic_weights(config, fmt, device, seed), 1):
-            for disk_name, t in disk_tensors(name, value, scheme):
+        for n, (name, value) in enumerate(iter_synthetic_weights(config, fmt, device, seed, mtp=mtp), 1):
+            for disk_name, t in layout.tensors(name, value):
                 writer.add(disk_name, t)
             del value
             if progress is not None:
@@ -205,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="output directory (new or empty)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shard-mb", type=int, default=2048, help="approximate shard size in MiB")
-    parser.add_argument("--names", choices=("hf", "official"), help="on-disk name scheme (default per format)")
+    parser.add_argument("--names", choices=SCHEMES, help="on-disk name scheme (default per format)")
     parser.add_argument("--device", default="auto",
                         help="where the weights are drawn: cuda[:K] or cpu (default: cuda when there is a GPU)")
     args = parser.parse_args(argv)

@@ -1,9 +1,12 @@
 """Sparse MQA attention with sink over a window ring buffer plus compressed entries (spec section 4).
 
-Cache layout per layer: `kv_cache[:, :window]` is the ring (slot p % window), `kv_cache[:, window + j]` the
-compressed entry j. Both paths attend over the whole fixed-size cache with masks (window slots <= p,
-compressed entries < (p+1)//m, CSA: the indexer's fixed-size top-k); the eager path computes the masks
-and cache slots from a host position, the graph path from `pos`, a [1] int64 device tensor.
+Cache layout per layer: `kv_cache[:, :ring]` is the ring (slot p % ring), `kv_cache[:, ring + j]` the
+compressed entry j. The ring holds window + T - 1 entries when a step carries T consecutive tokens of a
+sequence (T = 2 for speculative decoding), so writing the later tokens' entries first never evicts an entry
+an earlier token of the step still attends to. Both paths attend over the whole fixed-size cache with masks
+(the last `window` positions, compressed entries < (p+1)//m, CSA: the indexer's fixed-size top-k); the eager
+path computes the masks and cache slots from a host position, the graph path from `pos`, a [1] int64 device
+tensor. Rows are ordered (sequence, token): row b*T + t is token t of sequence b, at position pos + t.
 """
 
 from __future__ import annotations
@@ -11,15 +14,16 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.compressor import Compressor
-from dsv4.layers.primitives import fp4_fake_quant, fp8_fake_quant, hadamard, rms_norm, rope_tail
+from dsv4.layers.primitives import fp4_fake_quant, fp8_fake_quant, hadamard, head_rms_norm, rms_norm, rope_tail
 from dsv4.layers.weights import Dense, dense_tensor
 
 
 def top_entries(scores: torch.Tensor, k: int):
     """Top-k along the last dim with ties going to the older (lower-index) entry.
 
-    Ties are common: an entry whose every head product is negative scores exactly 0 after the ReLU. A
-    stable sort makes the eager, graph-ready and reference paths pick the same entries.
+    Ties are common: scores are bf16 (as the official indexer's), and an entry whose every head product is
+    negative scores exactly 0 after the ReLU. CUDA `topk`, which the official code runs, fills ties at the
+    k-th value in index order; a stable sort gives that set on every device.
     """
     ordered = torch.sort(scores, dim=-1, descending=True, stable=True)
     return torch.return_types.topk((ordered.values[..., :k], ordered.indices[..., :k]))
@@ -32,7 +36,7 @@ class Indexer:
         cfg = ctx.config
         self.ctx = ctx
         self.heads, self.dim = cfg.index_n_heads, cfg.index_head_dim
-        self.wq_b = Dense(weights[f"{prefix}.wq_b"], ctx.device, ctx.resident)
+        self.wq_b = Dense(weights[f"{prefix}.wq_b"], ctx.device, ctx.resident, quantize_input=True)
         self.weights_proj = Dense(weights[f"{prefix}.weights_proj"], ctx.device, True)
         self.cache = torch.zeros(ctx.batch, ctx.max_len // 4, self.dim, dtype=torch.bfloat16, device=ctx.device)
         self.compressor = Compressor(weights, f"{prefix}.compressor", 4, self.dim, self.cache, ctx, indexer=True)
@@ -45,15 +49,16 @@ class Indexer:
         self.compressor.reset()
 
     def query(self, qr: torch.Tensor, x: torch.Tensor, cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Indexer queries [B, heads, dim] (RoPE, Hadamard, FP4) and head weights [B, heads] fp32."""
+        """Indexer queries [B, heads, dim] (RoPE, Hadamard, FP4) and head weights [B, heads], both bf16."""
         q = self.wq_b(qr).unflatten(-1, (self.heads, self.dim))
         q = rope_tail(q, self.ctx.config.qk_rope_head_dim, cos_sin)
-        q = fp4_fake_quant(hadamard(q, self.ctx.hadamard), self.ctx.fp4_tables)
-        return q, self.weights_proj(x).float() * self.scale
+        q = fp4_fake_quant(hadamard(q), self.ctx.fp4_tables)
+        return q, self.weights_proj(x) * self.scale
 
     def scores(self, q: torch.Tensor, w: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """score_j = sum_h w_h relu(q_h . k_j), fp32 [B, n]."""
-        dots = torch.einsum("bhd,bnd->bhn", q.float(), keys.float())
+        """score_j = sum_h w_h relu(q_h . k_j) in bf16 [B, n], as the official indexer (bf16 GEMM, bf16 products
+        and head sum): bf16 scores tie often, and ties go to the older entry (`top_entries`)."""
+        dots = torch.einsum("bhd,bnd->bhn", q, keys)
         return (torch.relu(dots) * w.unsqueeze(-1)).sum(1)
 
     def select(self, q, w, count) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,25 +80,27 @@ class Attention:
         self.ratio = cfg.compress_ratios[layer]
         self.heads, self.head_dim, self.rope_dim = cfg.num_attention_heads, cfg.head_dim, cfg.qk_rope_head_dim
         self.window = cfg.sliding_window
+        self.steps = ctx.tokens_per_step
+        self.ring = self.window + self.steps - 1
         self.groups = cfg.o_groups
         dev, res = ctx.device, ctx.resident
-        self.wq_a = Dense(weights[f"{prefix}.wq_a"], dev, res)
+        self.wq_a = Dense(weights[f"{prefix}.wq_a"], dev, res, quantize_input=True)
         self.q_norm = dense_tensor(weights[f"{prefix}.q_norm.weight"], dev, torch.float32)
-        self.wq_b = Dense(weights[f"{prefix}.wq_b"], dev, res)
-        self.wkv = Dense(weights[f"{prefix}.wkv"], dev, res)
+        self.wq_b = Dense(weights[f"{prefix}.wq_b"], dev, res, quantize_input=True)
+        self.wkv = Dense(weights[f"{prefix}.wkv"], dev, res, quantize_input=True)
         self.kv_norm = dense_tensor(weights[f"{prefix}.kv_norm.weight"], dev, torch.float32)
         self.wo_a = Dense(weights[f"{prefix}.wo_a"], dev, res)
-        self.wo_b = Dense(weights[f"{prefix}.wo_b"], dev, res)
+        self.wo_b = Dense(weights[f"{prefix}.wo_b"], dev, res, quantize_input=True)
         self.sink = dense_tensor(weights[f"{prefix}.attn_sink"], dev, torch.float32)
         self.rope = ctx.rope_compressed if self.ratio else ctx.rope_window
         n_comp = ctx.max_len // self.ratio if self.ratio else 0
-        self.kv_cache = torch.zeros(ctx.batch, self.window + n_comp, self.head_dim, dtype=torch.bfloat16, device=dev)
+        self.kv_cache = torch.zeros(ctx.batch, self.ring + n_comp, self.head_dim, dtype=torch.bfloat16, device=dev)
         self.window_slots = torch.arange(self.window, device=dev)
         self.comp_slots = torch.arange(n_comp, device=dev)
         self.compressor = None
         if self.ratio:
             self.compressor = Compressor(weights, f"{prefix}.compressor", self.ratio, self.head_dim,
-                                         self.kv_cache[:, self.window :], ctx, indexer=False)
+                                         self.kv_cache[:, self.ring :], ctx, indexer=False)
         self.indexer = Indexer(weights, f"{prefix}.indexer", ctx) if self.kind == "csa" else None
 
     def reset(self) -> None:
@@ -111,24 +118,33 @@ class Attention:
 
     # -- shared math ---------------------------------------------------------------------------------
     def project(self, x: torch.Tensor, cos_sin: torch.Tensor):
-        """x (normed, bf16 [B,D]) -> q [B,H,hd], this token's cache entry kv [B,hd], qr [B,q_lora]."""
+        """x (normed, bf16 [rows,D]) -> q [rows,H,hd], the tokens' cache entries kv [rows,hd], qr [rows,q_lora]."""
         eps = self.ctx.config.rms_norm_eps
         qr = rms_norm(self.wq_a(x), self.q_norm, eps)
         q = self.wq_b(qr).unflatten(-1, (self.heads, self.head_dim))
-        q = rope_tail(rms_norm(q, None, eps), self.rope_dim, cos_sin)
+        q = rope_tail(head_rms_norm(q, eps), self.rope_dim, cos_sin)
         kv = rope_tail(rms_norm(self.wkv(x), self.kv_norm, eps), self.rope_dim, cos_sin)
         nope = self.head_dim - self.rope_dim
         kv = torch.cat([fp8_fake_quant(kv[:, :nope]), kv[:, nope:]], dim=-1)
         return q, kv, qr
 
     def attend(self, q: torch.Tensor, keys: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        """Softmax with sink over `keys` [B,S,hd] where `valid` [B or 1,S] (None: all); V = K. o [B,H,hd] bf16."""
+        """Softmax with sink over `keys` [B,S,hd] where `valid` [B or 1,S] (None: all); V = K. o [B,H,hd] bf16.
+
+        As the official sparse-attention kernel computes it: the max runs over the keys only (the sink joins
+        the denominator as exp(sink - max)), the denominator sums the fp32 exponentials, and the exponentials
+        are cast to bf16 before the P.V product. The current token's window slot is always valid, so the
+        max is finite. Keys come oldest first, masked ones last, so the P.V sum has the official order.
+        """
         scores = torch.einsum("bhd,bsd->bhs", q.float(), keys.float()) * self.head_dim**-0.5
         if valid is not None:
             scores = scores.masked_fill(~valid.unsqueeze(1), float("-inf"))
-        sink = self.sink.view(1, -1, 1).expand(scores.shape[0], -1, 1)
-        probs = torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]
-        return torch.einsum("bhs,bsd->bhd", probs, keys.float()).to(torch.bfloat16)
+        top = scores.amax(-1, keepdim=True)
+        e = torch.exp(scores - top)
+        # the fp32 sum taken in fp64 and rounded once: independent of summation order (and of masked slots)
+        denom = e.double().sum(-1, keepdim=True).float() + torch.exp(self.sink.view(1, -1, 1) - top)
+        o = torch.einsum("bhs,bsd->bhd", e.to(torch.bfloat16).float(), keys.float()) / denom
+        return o.to(torch.bfloat16)
 
     def output(self, o: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
         """Inverse RoPE, grouped low-rank wo_a, then wo_b -> [B,D] bf16."""
@@ -141,46 +157,79 @@ class Attention:
     def forward_eager(self, x: torch.Tensor, position: int) -> torch.Tensor:
         """Cache writes and compressor boundaries branch on the host position; attention is the same
         fixed-size masked computation as the graph-ready path, so both give bit-identical results."""
-        cos_sin = self.rope[position : position + 1]
+        cos_sin = self.rope.index_select(0, position + self.ctx.row_offsets)
         q, kv, qr = self.project(x, cos_sin)
-        self.kv_cache[:, position % self.window] = kv
         qi = wi = None
-        if self.compressor is not None:
-            self.compressor.update_eager(x, position, self.rope)
+        for t in range(self.steps):
+            self.kv_cache[:, (position + t) % self.ring] = kv[t :: self.steps]
+            for compressor in self._compressors():
+                compressor.update_eager(x[t :: self.steps], position + t, self.rope)
         if self.indexer is not None:
-            self.indexer.compressor.update_eager(x, position, self.rope)
             qi, wi = self.indexer.query(qr, x, cos_sin)
-        count = (position + 1) // self.ratio if self.ratio else 0
-        return self.output(self.masked_attention(q, qi, wi, position, count), cos_sin)
+        return self.output(self._attend_rows(q, qi, wi, position), cos_sin)
 
     # -- graph-ready path (device position, fixed shapes) ---------------------------------------------
     def prepare_graph(self, x: torch.Tensor, pos: torch.Tensor, cos_sin: torch.Tensor):
-        """Projections and all cache/state writes for this token; returns what attention needs."""
+        """Projections and all cache/state writes for this step's tokens; returns what attention needs."""
         q, kv, qr = self.project(x, cos_sin)
-        self.kv_cache.index_copy_(1, torch.remainder(pos, self.window), kv.unsqueeze(1))
-        if self.compressor is not None:
-            self.compressor.update_graph(x, pos, self.rope)
+        for t in range(self.steps):
+            self.kv_cache.index_copy_(1, torch.remainder(pos + t, self.ring), kv[t :: self.steps].unsqueeze(1))
+            for compressor in self._compressors():
+                compressor.update_graph(x[t :: self.steps], pos + t, self.rope)
         if self.indexer is None:
             return q, None, None
-        self.indexer.compressor.update_graph(x, pos, self.rope)
         qi, wi = self.indexer.query(qr, x, cos_sin)
         return q, qi, wi
 
     def attend_graph(self, q, qi, wi, pos: torch.Tensor) -> torch.Tensor:
-        count = torch.div(pos + 1, self.ratio, rounding_mode="floor") if self.ratio else 0
-        return self.masked_attention(q, qi, wi, pos, count)
+        return self._attend_rows(q, qi, wi, pos)
+
+    def _compressors(self) -> list[Compressor]:
+        found = [self.compressor] if self.compressor is not None else []
+        return found + ([self.indexer.compressor] if self.indexer is not None else [])
+
+    def _attend_rows(self, q, qi, wi, pos) -> torch.Tensor:
+        """Each token of the step attends at its own position (pos + t); rows back in (sequence, token) order."""
+        outs = []
+        for t in range(self.steps):
+            at = pos + t
+            if not self.ratio:
+                count = 0
+            elif isinstance(at, int):
+                count = (at + 1) // self.ratio
+            else:
+                count = torch.div(at + 1, self.ratio, rounding_mode="floor")
+            rows = slice(t, None, self.steps)
+            outs.append(self.masked_attention(q[rows], None if qi is None else qi[rows],
+                                              None if wi is None else wi[rows], at, count))
+        return outs[0] if self.steps == 1 else torch.stack(outs, dim=1).flatten(0, 1)
+
+    def window_entries(self, pos) -> tuple[torch.Tensor, torch.Tensor]:
+        """The window's entries for a token at `pos`, oldest first (the official kernel's order), and which exist.
+
+        [B,W,hd], [1,W]. Before the window fills, slot i holds position i and the empty slots trail; after,
+        the oldest entry (position pos - W + 1) sits at slot (pos - W + 1) % ring. A fixed order makes the
+        P.V sum run in the same order at any position and for any token of a step.
+        """
+        if isinstance(pos, int):
+            start = pos - self.window + 1 if pos >= self.window - 1 else 0
+        else:
+            start = torch.where(pos >= self.window - 1, pos - self.window + 1, 0)
+        order = torch.remainder(self.window_slots + start, self.ring)
+        return self.kv_cache.index_select(1, order), (self.window_slots <= pos).unsqueeze(0)
 
     def masked_attention(self, q, qi, wi, pos, count) -> torch.Tensor:
-        """Attention over the fixed-size cache: window slots <= pos, compressed entries < count (CSA: the
-        indexer's top-k of them). `pos` and `count` are host ints (eager) or [1] device tensors (graph)."""
-        valid_window = (self.window_slots <= pos).unsqueeze(0)
+        """Attention over the fixed-size cache: the window's entries up to pos, compressed entries < count (CSA:
+        the indexer's top-k of them). `pos` and `count` are host ints (eager) or [1] device tensors (graph)."""
+        window_keys, valid_window = self.window_entries(pos)
         if not self.ratio:
-            return self.attend(q, self.kv_cache, valid_window)
+            return self.attend(q, window_keys, valid_window)
         if self.indexer is None:
+            keys = torch.cat([window_keys, self.kv_cache[:, self.ring :]], dim=1)
             valid = torch.cat([valid_window, (self.comp_slots < count).unsqueeze(0)], dim=1)
-            return self.attend(q, self.kv_cache, valid)
+            return self.attend(q, keys, valid)
         picked, picked_valid = self.indexer.select(qi, wi, count)
-        chosen = self.kv_cache.gather(1, (picked + self.window).unsqueeze(-1).expand(-1, -1, self.head_dim))
-        keys = torch.cat([self.kv_cache[:, : self.window], chosen], dim=1)
+        chosen = self.kv_cache.gather(1, (picked + self.ring).unsqueeze(-1).expand(-1, -1, self.head_dim))
+        keys = torch.cat([window_keys, chosen], dim=1)
         valid = torch.cat([valid_window.expand(picked.shape[0], -1), picked_valid], dim=1)
         return self.attend(q, keys, valid)

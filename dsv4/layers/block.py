@@ -20,20 +20,23 @@ from graphready import hot_path
 
 
 class DeviceIO:
-    """The per-device inputs of a graph-ready step: token ids, position and the residual streams."""
+    """The per-device inputs of a graph-ready step: token ids and residual streams per row, and the position
+    of each sequence's first token in the step."""
 
-    def __init__(self, config, batch: int, device):
+    def __init__(self, config, rows: int, device):
         self.device = device
-        self.tokens = torch.zeros(batch, dtype=torch.long, device=device)
+        self.tokens = torch.zeros(rows, dtype=torch.long, device=device)
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
-        self.streams = torch.zeros(batch, config.hc_mult, config.hidden_size, dtype=torch.bfloat16, device=device)
+        self.streams = torch.zeros(rows, config.hc_mult, config.hidden_size, dtype=torch.bfloat16, device=device)
 
 
 class Block:
-    def __init__(self, weights: dict, index: int, ctx, io: DeviceIO):
+    def __init__(self, weights: dict, index: int, ctx, io: DeviceIO, prefix: str | None = None):
+        """Layer `index` of the config (its attention kind and routing); weights under `prefix`
+        (default ``layers.{index}``; the MTP layer's are under ``mtp.0``)."""
         cfg = ctx.config
         dev = ctx.device
-        p = f"layers.{index}"
+        p = prefix or f"layers.{index}"
         self.index = index
         self.ctx = ctx
         self.io = io
@@ -44,7 +47,7 @@ class Block:
         self.hc_ffn = HyperConnection(*(weights[f"{p}.hc_ffn_{n}"] for n in ("fn", "scale", "base")), cfg, dev)
         self.attn = Attention(weights, f"{p}.attn", index, ctx)
         self.moe = MoE(weights, f"{p}.ffn", index, ctx)
-        b, h, hc = ctx.batch, cfg.num_attention_heads, cfg.hc_mult
+        b, h, hc = ctx.rows, cfg.num_attention_heads, cfg.hc_mult
         self.q_buf = torch.zeros(b, h, cfg.head_dim, dtype=torch.bfloat16, device=dev)
         self.o_buf = torch.zeros(b, h, cfg.head_dim, dtype=torch.bfloat16, device=dev)
         self.post_buf = torch.zeros(b, hc, dtype=torch.float32, device=dev)
@@ -52,7 +55,7 @@ class Block:
         self.qi_buf = self.wi_buf = None
         if self.attn.indexer is not None:
             self.qi_buf = torch.zeros(b, cfg.index_n_heads, cfg.index_head_dim, dtype=torch.bfloat16, device=dev)
-            self.wi_buf = torch.zeros(b, cfg.index_n_heads, dtype=torch.float32, device=dev)
+            self.wi_buf = torch.zeros(b, cfg.index_n_heads, dtype=torch.bfloat16, device=dev)
 
     def reset(self) -> None:
         self.attn.reset()
@@ -79,7 +82,7 @@ class Block:
     def pre_attention(self) -> None:
         io = self.io
         x, post, comb = self.hc_attn.pre(io.streams)
-        cos_sin = self.attn.rope.index_select(0, io.pos)
+        cos_sin = self.attn.rope.index_select(0, io.pos + self.ctx.row_offsets)
         q, qi, wi = self.attn.prepare_graph(rms_norm(x, self.attn_norm, self.eps), io.pos, cos_sin)
         self.q_buf.copy_(q)
         self.post_buf.copy_(post)
@@ -95,6 +98,6 @@ class Block:
     @hot_path
     def post_attention(self) -> None:
         io = self.io
-        y = self.attn.output(self.o_buf, self.attn.rope.index_select(0, io.pos))
+        y = self.attn.output(self.o_buf, self.attn.rope.index_select(0, io.pos + self.ctx.row_offsets))
         streams = HyperConnection.post(y, io.streams, self.post_buf, self.comb_buf)
         io.streams.copy_(self._ffn(streams, io.tokens))

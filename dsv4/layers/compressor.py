@@ -1,9 +1,11 @@
 """KV compressor (spec section 4): pools every m tokens into one cache entry with a learned per-channel softmax.
 
-HCA (m = 128) pools the m tokens of its window. CSA (m = 4, overlapping) keeps 8 slots: the previous
-window's first channel half plus the current window's second half. Two update paths share the math:
-`update_eager` branches on a host position; `update_graph` computes the pooled entry every step and
-commits it with `torch.where(boundary, new, old)` at a device-computed slot.
+HCA (m = 128) pools the m tokens of its window. CSA (m = 4, overlapping) pools the previous window's first
+channel half with the current window's second half; its 8 slots are two halves used by alternate windows
+(window w writes half w % 2), so nothing is shifted and re-running a position rewrites exactly what it wrote
+(a rejected speculative token leaves no trace). Two update paths share the math: `update_eager` branches on
+a host position; `update_graph` computes the pooled entry every step and commits it with
+`torch.where(boundary, new, old)` at a device-computed slot.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ class Compressor:
         self.width = width
         self.overlap = ratio == 4
         self.indexer = indexer
-        self.wkv = dense_tensor(weights[f"{prefix}.wkv"], device)
-        self.wgate = dense_tensor(weights[f"{prefix}.wgate"], device)
+        # fp32 weights and input, as the official compressor runs (its checkpoint stores them bf16)
+        self.wkv = dense_tensor(weights[f"{prefix}.wkv"], device, torch.float32)
+        self.wgate = dense_tensor(weights[f"{prefix}.wgate"], device, torch.float32)
         self.ape = dense_tensor(weights[f"{prefix}.ape"], device, torch.float32)
         self.norm = dense_tensor(weights[f"{prefix}.norm.weight"], device, torch.float32)
         self.ctx = ctx
@@ -43,18 +46,27 @@ class Compressor:
         self.score_state.fill_(float("-inf"))
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return linear(x, self.wkv).float(), linear(x, self.wgate).float()
+        """kv and gate scores, an fp32 GEMM of the fp32 input (no bf16 rounding of the projections)."""
+        return linear(x, self.wkv), linear(x, self.wgate)
 
-    def _pool(self) -> torch.Tensor:
-        """Softmax-weighted sum over the slots, per channel, fp32 -> [B, width]."""
+    def _pool(self, half) -> torch.Tensor:
+        """Softmax-weighted sum over the slots, per channel, fp32 -> [B, width]. `half`: the current window's
+        half of the CSA slots (int or [1] device tensor); HCA ignores it."""
         kv, score = self.kv_state, self.score_state
         if self.overlap:
-            half, c = self.ratio, self.width
-            kv = torch.cat([kv[:, :half, :c], kv[:, half:, c:]], dim=1)
-            score = torch.cat([score[:, :half, :c], score[:, half:, c:]], dim=1)
+            kv, score = self._halves(kv, half), self._halves(score, half)
         # softmax over the slot dim, spelled out: torch.softmax over a non-last dim is a slow kernel on GPU
         e = torch.exp(score - score.amax(1, keepdim=True))
         return (e / e.sum(1, keepdim=True) * kv).sum(1)
+
+    def _halves(self, state: torch.Tensor, half) -> torch.Tensor:
+        """CSA: [previous window's slots, first channel half | current window's slots, second channel half]."""
+        c, halves = self.width, state.unflatten(1, (2, self.ratio))
+        if isinstance(half, int):
+            previous, current = halves[:, 1 - half], halves[:, half]
+        else:
+            previous, current = halves.index_select(1, 1 - half)[:, 0], halves.index_select(1, half)[:, 0]
+        return torch.cat([previous[..., :c], current[..., c:]], dim=1)
 
     def _finish(self, pooled: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
         """norm -> RoPE at the window start -> fake-quant, as the cache stores it (bf16 [B, width])."""
@@ -62,44 +74,33 @@ class Compressor:
         entry = rms_norm(pooled.to(torch.bfloat16), self.norm, cfg.rms_norm_eps)
         entry = rope_tail(entry, cfg.qk_rope_head_dim, cos_sin)
         if self.indexer:
-            return fp4_fake_quant(hadamard(entry, self.ctx.hadamard), self.ctx.fp4_tables)
+            return fp4_fake_quant(hadamard(entry), self.ctx.fp4_tables)
         nope = self.width - cfg.qk_rope_head_dim
         return torch.cat([fp8_fake_quant(entry[:, :nope]), entry[:, nope:]], dim=-1)
 
-    def _shift(self, boundary: torch.Tensor | None) -> None:
-        """CSA: the finished window's slots become the previous window."""
-        half = self.ratio
-        for state in (self.kv_state, self.score_state):
-            new = state[:, half:]
-            if boundary is not None:
-                new = torch.where(boundary, new, state[:, :half])
-            state[:, :half].copy_(new)
-
     def update_eager(self, x: torch.Tensor, position: int, rope: torch.Tensor) -> None:
         kv, score = self._project(x)
-        slot = position % self.ratio + (self.ratio if self.overlap else 0)
+        half = position // self.ratio % 2
+        slot = position % self.ratio + (half * self.ratio if self.overlap else 0)
         self.kv_state[:, slot] = kv
         self.score_state[:, slot] = score + self.ape[position % self.ratio]
         if (position + 1) % self.ratio:
             return
         start = position + 1 - self.ratio
-        entry = self._finish(self._pool(), rope[start : start + 1])
-        self.entries[:, position // self.ratio] = entry
-        if self.overlap:
-            self._shift(None)
+        self.entries[:, position // self.ratio] = self._finish(self._pool(half), rope[start : start + 1])
 
     def update_graph(self, x: torch.Tensor, pos: torch.Tensor, rope: torch.Tensor) -> None:
         """Same as `update_eager` with the position `pos` ([1] int64) on the device and no host branch."""
         kv, score = self._project(x)
         phase = torch.remainder(pos, self.ratio)
-        slot = phase + self.ratio if self.overlap else phase
+        window = torch.div(pos, self.ratio, rounding_mode="floor")
+        half = torch.remainder(window, 2)
+        slot = phase + half * self.ratio if self.overlap else phase
         self.kv_state.index_copy_(1, slot, kv.unsqueeze(1))
         self.score_state.index_copy_(1, slot, (score + self.ape.index_select(0, phase)).unsqueeze(1))
         boundary = (phase == self.ratio - 1).view(1, 1, 1)
         start = (pos + 1 - self.ratio).clamp(min=0)
-        entry = self._finish(self._pool(), rope.index_select(0, start))
-        target = torch.div(pos, self.ratio, rounding_mode="floor").clamp(max=self.entries.shape[1] - 1)
+        entry = self._finish(self._pool(half), rope.index_select(0, start))
+        target = window.clamp(max=self.entries.shape[1] - 1)
         old = self.entries.index_select(1, target)
         self.entries.index_copy_(1, target, torch.where(boundary, entry.unsqueeze(1), old))
-        if self.overlap:
-            self._shift(boundary)

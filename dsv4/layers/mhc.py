@@ -41,8 +41,11 @@ class HyperConnection:
 
     @staticmethod
     def post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor) -> torch.Tensor:
-        """X'_k = post_k * y + sum_j comb[j,k] X_j, in fp32, returned as bf16 [B,hc,D]."""
-        mixed = torch.einsum("bjk,bjd->bkd", comb, streams.float())
+        """X'_k = post_k * y + sum_j comb[j,k] X_j, in fp32, returned as bf16 [B,hc,D].
+
+        The official order: the streams are mixed first (summed over j), then the block output is added.
+        """
+        mixed = (comb.unsqueeze(-1) * streams.float().unsqueeze(2)).sum(1)
         return (post.unsqueeze(-1) * y.float().unsqueeze(1) + mixed).to(streams.dtype)
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.expert_matvec import expert_matvec
-from dsv4.layers.weights import Dense, dense_tensor
+from dsv4.layers.primitives import act_quant
+from dsv4.layers.weights import Dense, dense_tensor, stores_quantized
 
 
 def clamped_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float) -> torch.Tensor:
@@ -35,13 +36,17 @@ class MoE:
         self.w1 = weights[f"{prefix}.experts.w1"].to(dev)
         self.w2 = weights[f"{prefix}.experts.w2"].to(dev)
         self.w3 = weights[f"{prefix}.experts.w3"].to(dev)
-        rows = ctx.batch * self.top_k
+        # FP8/FP4 experts take FP8 activations, as in the official model (NVFP4 ones too: see docs/dsv4-numerics.md)
+        self.quantize_up_input = stores_quantized(self.w1)
+        self.quantize_down_input = stores_quantized(self.w2)
+        rows = ctx.rows * self.top_k
         inter, hidden = self.w1.shape[-2], self.w2.shape[-2]
         self.gate_out = torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev)
         self.up_out = torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev)
         self.down_out = torch.zeros(rows, hidden, dtype=torch.bfloat16, device=dev)
         self.shared = [
-            tuple(Dense(weights[f"{prefix}.shared_experts.{w}"], dev, ctx.resident) for w in ("w1", "w2", "w3"))
+            tuple(Dense(weights[f"{prefix}.shared_experts.{w}"], dev, ctx.resident, quantize_input=True)
+                  for w in ("w1", "w2", "w3"))
         ] if cfg.n_shared_experts else []
 
     @property
@@ -53,7 +58,7 @@ class MoE:
 
     def route(self, x: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(expert ids [B,k], weights [B,k] fp32): hash table or top-k of sigma + bias; weights renormalised."""
-        sigma = torch.sqrt(torch.nn.functional.softplus(x.float() @ self.gate.T))
+        sigma = torch.sqrt(torch.nn.functional.softplus(torch.nn.functional.linear(x.float(), self.gate)))
         if self.hashed:
             idx = self.tid2eid.index_select(0, token_ids)
         else:
@@ -64,10 +69,13 @@ class MoE:
     def __call__(self, x: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
         idx, w = self.route(x, token_ids)
         flat = idx.flatten()
-        xs = x.unsqueeze(1).expand(-1, self.top_k, -1).reshape(-1, x.shape[-1])  # [B*k, D]
+        xq = act_quant(x) if self.quantize_up_input else x
+        xs = xq.unsqueeze(1).expand(-1, self.top_k, -1).reshape(-1, x.shape[-1])  # [B*k, D]
         gate = expert_matvec(self.w1, flat, xs, self.gate_out)
         up = expert_matvec(self.w3, flat, xs, self.up_out)
         h = (clamped_swiglu(gate, up, self.limit) * w.flatten().unsqueeze(-1)).to(torch.bfloat16)
+        if self.quantize_down_input:
+            h = act_quant(h)
         down = expert_matvec(self.w2, flat, h, self.down_out)
         y = down.float().unflatten(0, (x.shape[0], self.top_k)).sum(1)
         for w1, w2, w3 in self.shared:

@@ -1,7 +1,8 @@
 """Numerics shared by every layer: RMSNorm, interleaved RoPE with YaRN, FP8/FP4 fake-quant, Hadamard.
 
 Everything here is allocation-free apart from op intermediates, so it can run inside a CUDA graph.
-Constant tables (RoPE, FP4 grid, Hadamard) are built once by the `make_*` functions at model init.
+Constant tables (RoPE, FP4 grid) are built once by the `make_*` functions at model init. The rules follow
+the official DeepSeek-V4 inference code (see docs/dsv4-numerics.md).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import torch.nn.functional as F
 
 FP8_MAX = 448.0
 FP4_MAX = 6.0
-FP8_BLOCK = 64
+FP8_BLOCK = 64  # KV cache entries
+ACT_BLOCK = 128  # GEMM inputs
 FP4_BLOCK = 32
 AMAX_FLOOR = 1e-4
+FP4_AMAX_FLOOR = 6 * 2.0**-126
 FP4_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 
@@ -29,10 +32,11 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.
 
 
 def rope_frequencies(config, compressed: bool) -> torch.Tensor:
-    """The 32 (rope_dim/2) rotation frequencies: plain theta for window layers, YaRN-scaled compress theta otherwise."""
+    """The rope_dim/2 rotation frequencies in fp32, as the official code computes them: ``1 / theta^(2i/dim)``;
+    plain theta for window layers, YaRN-scaled compress theta otherwise."""
     dim = config.qk_rope_head_dim
     theta = config.compress_rope_theta if compressed else config.rope_theta
-    freqs = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
     scaling = config.rope_scaling or {}
     if not compressed or scaling.get("type", scaling.get("rope_type")) != "yarn":
         return freqs
@@ -44,16 +48,20 @@ def rope_frequencies(config, compressed: bool) -> torch.Tensor:
 
     low = max(math.floor(correction_dim(float(scaling.get("beta_fast", 32)))), 0)
     high = min(math.ceil(correction_dim(float(scaling.get("beta_slow", 1)))), dim - 1)
-    ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / max(high - low, 1e-3)).clamp(0, 1)
-    smooth = 1 - ramp
+    if low == high:
+        high += 0.001
+    smooth = 1 - ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
     return freqs / factor * (1 - smooth) + freqs * smooth
 
 
 def make_rope_table(config, compressed: bool, length: int, device) -> torch.Tensor:
-    """cos/sin for positions 0..length-1 as one fp32 tensor [length, 2, rope_dim/2]."""
-    freqs = rope_frequencies(config, compressed)
-    angles = torch.outer(torch.arange(length, dtype=torch.float64), freqs)
-    return torch.stack([angles.cos(), angles.sin()], dim=1).float().to(device)
+    """cos/sin for positions 0..length-1 as one fp32 tensor [length, 2, rope_dim/2].
+
+    Angles are fp32 products position * frequency (the official table's precision: at position 10^6 an
+    angle carries an error of about 0.06 rad), built on the CPU so every device gets the same table.
+    """
+    angles = torch.outer(torch.arange(length), rope_frequencies(config, compressed))
+    return torch.stack([angles.cos(), angles.sin()], dim=1).to(device)
 
 
 def apply_rope(x: torch.Tensor, cos_sin: torch.Tensor, inverse: bool = False) -> torch.Tensor:
@@ -78,16 +86,52 @@ def rope_tail(x: torch.Tensor, rope_dim: int, cos_sin: torch.Tensor, inverse: bo
     return torch.cat([head, apply_rope(tail, cos_sin, inverse)], dim=-1)
 
 
-def _pow2_scale(amax: torch.Tensor, qmax: float) -> torch.Tensor:
-    return torch.exp2(torch.ceil(torch.log2(amax.clamp(min=AMAX_FLOOR) / qmax)))
+def head_rms_norm(q: torch.Tensor, eps: float) -> torch.Tensor:
+    """Per-head RMSNorm without weight, every op in q's dtype (bf16), as the official ``q *= rsqrt(mean(q^2)+eps)``."""
+    return q * torch.rsqrt(q.square().mean(-1, keepdim=True) + eps)
 
 
-def fp8_fake_quant(x: torch.Tensor) -> torch.Tensor:
-    """Round-trip through e4m3 with one power-of-two scale per 64 channels; returns the input dtype."""
-    blocks = x.float().unflatten(-1, (-1, FP8_BLOCK))
-    scale = _pow2_scale(blocks.abs().amax(-1, keepdim=True), FP8_MAX)
-    q = (blocks / scale).to(torch.float8_e4m3fn).float() * scale
-    return q.flatten(-2).to(x.dtype)
+def pow2_round_scale(amax: torch.Tensor, qmax: float, floor: float) -> torch.Tensor:
+    """The official power-of-two (ue8m0) block scale: ``2^ceil(log2(max(amax, floor) * (1/qmax)))``, fp32.
+
+    The product is rounded to fp32 first and the ceiling is read from its bits (exponent, plus one when any
+    mantissa bit is set), as the official kernels do, so no transcendental function is involved.
+    """
+    y = amax.float().clamp(min=floor) * (1.0 / qmax)  # a Python scalar: multiplied as fp32, no device copy
+    bits = y.view(torch.int32)
+    exponent = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(torch.int32)
+    return (exponent << 23).view(torch.float32)
+
+
+def _blocks(x: torch.Tensor, block: int) -> torch.Tensor:
+    """fp32 view [..., n_blocks, block] of the last dim, zero-padded when it is not a multiple of `block`."""
+    xf = x.float()
+    pad = -xf.shape[-1] % block
+    if pad:
+        xf = F.pad(xf, (0, pad))
+    return xf.unflatten(-1, (-1, block))
+
+
+def fp8_fake_quant(x: torch.Tensor, block: int = FP8_BLOCK) -> torch.Tensor:
+    """Round-trip through e4m3 with one power-of-two scale per `block` channels; returns the input dtype.
+
+    Official rule (``act_quant`` with a ue8m0 scale): amax floored at 1e-4, scale from `pow2_round_scale`,
+    ``x / scale`` clamped to +-448 and cast to e4m3 (round to nearest even), then multiplied back. A final
+    partial block (only in test configs whose widths are not multiples of the block) gets its own scale.
+    """
+    blocks = _blocks(x, block)
+    scale = pow2_round_scale(blocks.abs().amax(-1, keepdim=True), FP8_MAX, AMAX_FLOOR)
+    q = (blocks / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).float() * scale
+    return q.flatten(-2)[..., : x.shape[-1]].to(x.dtype)
+
+
+def act_quant(x: torch.Tensor) -> torch.Tensor:
+    """The input of an FP8/FP4-weight GEMM as the official `linear()` feeds it: e4m3, one ue8m0 scale per 128.
+
+    Returned dequantized in the input dtype (exact in bf16: 3 mantissa bits times a power of two), so a bf16
+    GEMM with fp32 accumulation over it computes what the official scaled FP8 GEMM computes.
+    """
+    return fp8_fake_quant(x, ACT_BLOCK)
 
 
 def make_fp4_tables(device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -103,28 +147,37 @@ def fp4_fake_quant(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor, to
     """Round-trip through e2m1 with one power-of-two scale per 32 channels (round to nearest, ties to even)."""
     grid, mids, ties_up = tables
     blocks = x.float().unflatten(-1, (-1, FP4_BLOCK))
-    scale = _pow2_scale(blocks.abs().amax(-1, keepdim=True), FP4_MAX)
-    mag = (blocks / scale).abs().unsqueeze(-1)
+    scale = pow2_round_scale(blocks.abs().amax(-1, keepdim=True), FP4_MAX, FP4_AMAX_FLOOR)
+    mag = (blocks / scale).clamp(-FP4_MAX, FP4_MAX).abs().unsqueeze(-1)
     index = ((mag > mids) | ((mag == mids) & ties_up)).sum(-1)
     q = grid[index] * torch.sign(blocks) * scale
     return q.flatten(-2).to(x.dtype)
 
 
-def make_hadamard(n: int, device) -> torch.Tensor:
-    """Orthonormal Sylvester-Hadamard matrix of size n (a power of two), fp32."""
+def hadamard(x: torch.Tensor) -> torch.Tensor:
+    """Walsh-Hadamard transform of the last dim (a power of two) times n^-1/2: fp32 butterflies, input dtype out.
+
+    Butterflies pair (i, i+h) inside blocks of 2h for h = 1, 2, 4, ..., like the official fast transform,
+    and the scale multiplies once at the end.
+    """
+    n = x.shape[-1]
     if n & (n - 1):
         raise ValueError(f"Hadamard size must be a power of two, got {n}")
-    h = torch.ones(1, 1, dtype=torch.float64)
-    while h.shape[0] < n:
-        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
-    return (h / math.sqrt(n)).float().to(device)
-
-
-def hadamard(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
-    """Rotate the last dim of `x` by the Hadamard matrix (fp32), returning the input dtype."""
-    return (x.float() @ matrix).to(x.dtype)
+    y = x.float()
+    h = 1
+    while h < n:
+        pairs = y.unflatten(-1, (n // (2 * h), 2, h))
+        a, b = pairs[..., 0, :], pairs[..., 1, :]
+        y = torch.stack((a + b, a - b), dim=-2).flatten(-3)
+        h *= 2
+    return (y * n**-0.5).to(x.dtype)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """y = x W^T in the weight's dtype."""
     return F.linear(x.to(weight.dtype), weight)
+
+
+def vocab_logits(x: torch.Tensor, norm: torch.Tensor, head: torch.Tensor, eps: float) -> torch.Tensor:
+    """fp32 logits of the collapsed streams: final RMSNorm, then an fp32 GEMM with the (fp32) head."""
+    return rms_norm(x, norm, eps).float() @ head.T

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.primitives import linear
+from dsv4.layers.primitives import act_quant, linear
 
 
 def is_quantized(w) -> bool:
     return hasattr(w, "dequantize") and not isinstance(w, torch.Tensor)
+
+
+def stores_quantized(w) -> bool:
+    """FP8 or FP4 storage: the official `linear()` quantizes the input of such a GEMM (a BF16 weight's it does not)."""
+    return is_quantized(w) and w.format != "bf16"
 
 
 def dense_tensor(w, device, dtype=torch.bfloat16) -> torch.Tensor:
@@ -23,9 +28,12 @@ class Dense:
 
     Resident bf16 reads 2 bytes/parameter per call; per-call dequantization reads the stored bytes but also
     writes and re-reads a bf16 temporary, so which is faster is a measurement (see benchmarks/dsv4_decode.py).
+    `quantize_input`: this GEMM is one the official model feeds FP8 activations (`act_quant`) when its weight
+    is stored FP8/FP4; the stored format decides, so a BF16 checkpoint keeps bf16 activations as it would there.
     """
 
-    def __init__(self, w, device, resident: bool = True):
+    def __init__(self, w, device, resident: bool = True, quantize_input: bool = False):
+        self.quantize_input = quantize_input and stores_quantized(w)
         self.resident = resident or not is_quantized(w)
         if self.resident:
             self.weight = dense_tensor(w, device)
@@ -46,4 +54,6 @@ class Dense:
         return self.weight if self.resident else self.stored.dequantize(dtype=torch.bfloat16)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.quantize_input:
+            x = act_quant(x)
         return linear(x, self.matrix())

@@ -28,15 +28,19 @@ def test_placed_checkpoint_weights_are_the_checkpoint(nvfp4_ckpt, tiny, assert_s
 
 def test_memory_need_adds_up_to_the_checkpoint_size_plus_copies(tiny):
     needs = memory_needed(tiny, 2)
-    assert sum(n.weights for n in needs) == estimate_bytes(tiny, "nvfp4")
+    with_mtp = memory_needed(tiny, 2, mtp=True)
+    assert sum(n.weights for n in with_mtp) == estimate_bytes(tiny, "nvfp4")  # the checkpoint holds the MTP layer
+    assert with_mtp[0] == needs[0] and with_mtp[1].weights > needs[1].weights  # which sits on the last device
+    assert with_mtp[1].copies > needs[1].copies
     assert [n.layers for n in needs] == [(0, 1, 2), (3, 4, 5)]
     assert needs[1].copies > 4 * tiny.vocab_size * tiny.hidden_size  # the fp32 head lives on the last device
     assert all(n.total == n.weights + n.copies + RESERVE_BYTES for n in needs)
 
 
 def test_a_checkpoint_is_measured_from_its_shard_headers(nvfp4_ckpt, tiny):
-    from_headers = memory_needed(tiny, 2, checkpoint=str(nvfp4_ckpt))
-    assert [n.weights for n in from_headers] == [n.weights for n in memory_needed(tiny, 2, fmt="nvfp4")]
+    for mtp in (False, True):
+        from_headers = memory_needed(tiny, 2, checkpoint=str(nvfp4_ckpt), mtp=mtp)
+        assert [n.weights for n in from_headers] == [n.weights for n in memory_needed(tiny, 2, fmt="nvfp4", mtp=mtp)]
 
 
 def test_flash_fits_two_h200s_but_not_one_h100():
@@ -44,4 +48,4 @@ def test_flash_fits_two_h200s_but_not_one_h100():
     h200, h100 = 141 * 10**9, 80 * 10**9
     assert shortfalls(memory_needed(flash, 2), [h200, h200]) == []
     [line] = shortfalls(memory_needed(flash, 1), [h100])
-    assert line.startswith("cuda:0 needs 182.") and "but has 80.0 GB free" in line
+    assert line.startswith("cuda:0 needs 183.") and "but has 80.0 GB free" in line  # incl. fp32 compressor copies

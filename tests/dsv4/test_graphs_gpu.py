@@ -40,6 +40,16 @@ def test_replay_matches_eager_over_320_steps_of_tiny(mode):
     assert result["tokens_match"], result
 
 
+@needs_gpu
+@pytest.mark.parametrize("mode", ["layer", "full"])
+def test_speculative_replay_matches_eager_on_tiny(mode):
+    """MTP drafts and two-token verification: 200 graph-replayed steps equal the same units run eagerly."""
+    result = run_worker("--preset", "tiny", "--mode", mode, "--steps", "200", "--mtp")
+    assert result["graphs"] > 0
+    assert result["bitwise"], result
+    assert result["tokens_match"] and result["tokens"] >= 200, result
+
+
 @pytest.mark.multigpu
 @pytest.mark.skipif(GPUS < 2, reason="needs two CUDA GPUs")
 @pytest.mark.parametrize("mode", ["split", "full"])
