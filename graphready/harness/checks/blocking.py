@@ -1,0 +1,107 @@
+"""GD101 for syncs torch's sync debug mode cannot see: the CPU waiting on the GPU anywhere.
+
+`torch.cuda.set_sync_debug_mode` reports only torch's own synchronizing calls; a
+`cupy.cuda.runtime.deviceSynchronize()` or any extension's stream sync goes unreported. This probe
+keeps the GPU visibly busy instead: a sleep kernel on the legacy default stream (which a device
+sync, and a sync of that stream, must wait for), and the step on a stream of its own so that its
+kernels never queue behind the sleep. Between user lines (`graphready.harness.linetrace`) it
+records an event after the sleep; a line at whose start the sleep was still running and at whose
+end that event has completed waited for the GPU. The sleep is re-armed after each wait, so every
+sync of the step is seen, each at the user line that called it, with the library function it
+called as detail.
+
+A line that computes on the CPU for longer than the sleep would look the same; 50 ms is far
+above any line of a warmed-up decode step.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from graphready.harness.frames import Location
+from graphready.harness.linetrace import SegmentTracer
+
+SLEEP_MS = 50.0
+_CALIBRATION_CYCLES = 1_000_000
+
+
+@dataclass
+class BlockingSite:
+    count: int = 0
+    detail: str | None = None  # the first library function the line called
+
+
+@functools.lru_cache(maxsize=None)
+def _cycles_per_ms(device_index: int) -> float:
+    device = torch.device("cuda", device_index)
+    stream = torch.cuda.default_stream(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(_CALIBRATION_CYCLES)  # loads the kernel before timing it
+        start.record(stream)
+        torch.cuda._sleep(_CALIBRATION_CYCLES)
+        end.record(stream)
+    end.synchronize()
+    return _CALIBRATION_CYCLES / max(start.elapsed_time(end), 1e-3)
+
+
+class BlockingProbe:
+    """The sleep, the per-line marker and the lines found waiting."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.stream = torch.cuda.default_stream(device)
+        self.cycles = int(_cycles_per_ms(device.index) * SLEEP_MS)
+        self.sleep_done = torch.cuda.Event()
+        self.marker = torch.cuda.Event()
+        self.sleeping_at_start = False
+        self.sites: dict[Location, BlockingSite] = {}
+
+    def arm(self) -> None:
+        with torch.cuda.stream(self.stream):
+            torch.cuda._sleep(self.cycles)
+        self.sleep_done.record(self.stream)
+
+    def boundary(self, ended: Location | None, library: str | None) -> None:
+        if self.sleeping_at_start and self.marker.query() and ended is not None:
+            site = self.sites.setdefault(ended, BlockingSite(detail=library))
+            site.count += 1
+        if self.sleep_done.query():
+            self.arm()
+        self.sleeping_at_start = not self.sleep_done.query()
+        self.marker.record(self.stream)
+
+
+def find_blocking(step: Callable[[], Any], device: torch.device, root: Path | None = None) -> dict[Location, BlockingSite]:
+    """Run `step` under the probe; the user lines that waited for the GPU, with counts.
+
+    One untraced step on the probe's stream comes first: the caching allocator keeps blocks per
+    stream, and the probed step must not be the one that asks the driver for memory.
+    """
+    probe = BlockingProbe(device)
+    default = torch.cuda.default_stream(device)
+    side = torch.cuda.Stream(device=device)
+    torch.cuda.synchronize(device)
+    with torch.cuda.stream(side):
+        step()
+        torch.cuda.synchronize(device)
+        probe.arm()
+        with SegmentTracer(probe.boundary, root):
+            step()
+    default.wait_stream(side)
+    torch.cuda.synchronize(device)
+    return probe.sites
+
+
+def blocking_message(site: BlockingSite) -> str:
+    times = "once" if site.count == 1 else f"{site.count} times"
+    inside = f" inside {site.detail}" if site.detail else ""
+    return (
+        f"the CPU waits for the GPU at this line ({times} per step{inside}) although torch's sync debug mode "
+        "reports nothing: a synchronizing call outside torch (an extension library's device or stream sync); "
+        "the same call fails a graph capture"
+    )
