@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from graphready.harness.frames import Location, is_user_file, relative_path
 
-# on_boundary(location of the stretch that just ended, the first library function it called)
+# on_boundary(location of the stretch that just ended, the last library function it called)
 Boundary = Callable[[Location | None, str | None], None]
 
 
@@ -54,7 +54,7 @@ class SegmentTracer:
         if is_user_file(frame.f_code.co_filename):
             self._boundary(self._location(frame))
             return self._local
-        if self.library is None and frame.f_back is not None and is_user_file(frame.f_back.f_code.co_filename):
+        if frame.f_back is not None and is_user_file(frame.f_back.f_code.co_filename):
             self.library = f"{frame.f_code.co_qualname} ({self._location(frame).path})"
         return None
 

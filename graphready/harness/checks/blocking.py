@@ -2,21 +2,22 @@
 
 `torch.cuda.set_sync_debug_mode` reports only torch's own synchronizing calls; a
 `cupy.cuda.runtime.deviceSynchronize()` or any extension's stream sync goes unreported. This probe
-keeps the GPU visibly busy instead: a sleep kernel on the legacy default stream (which a device
-sync, and a sync of that stream, must wait for), and the step on a stream of its own so that its
-kernels never queue behind the sleep. Between user lines (`graphready.harness.linetrace`) it
-records an event after the sleep; a line at whose start the sleep was still running and at whose
-end that event has completed waited for the GPU. The sleep is re-armed after each wait, so every
-sync of the step is seen, each at the user line that called it, with the library function it
-called as detail.
+keeps the GPU visibly busy instead: sleep kernels on the legacy default stream (which a device
+sync, and a sync of that stream, must wait for), topped up so that at least half a sleep is always
+queued, and the step on a stream of its own so that its kernels never queue behind them. Between
+user lines (`graphready.harness.linetrace`) it records an event after the sleeps; a line that took
+at least a quarter of a sleep and at whose end that event has completed waited for the GPU. Each
+wait is reported at the user line that called it, with the library function it called as detail.
 
-A line that computes on the CPU for longer than the sleep would look the same; 50 ms is far
-above any line of a warmed-up decode step.
+A line must wait in two traced steps to count: a one-off stall (the OS, a garbage collection) is
+not a sync. A line that computes on the CPU for longer than half a sleep would still look like
+one; 25 ms is far above any line of a warmed-up decode step.
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -33,7 +34,7 @@ _CALIBRATION_CYCLES = 1_000_000
 @dataclass
 class BlockingSite:
     count: int = 0
-    detail: str | None = None  # the first library function the line called
+    detail: str | None = None  # the last library function the line called
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,50 +52,64 @@ def _cycles_per_ms(device_index: int) -> float:
 
 
 class BlockingProbe:
-    """The sleep, the per-line marker and the lines found waiting."""
+    """The queued sleeps, the per-line marker and the lines found waiting."""
 
     def __init__(self, device: torch.device) -> None:
         self.stream = torch.cuda.default_stream(device)
         self.cycles = int(_cycles_per_ms(device.index) * SLEEP_MS)
         self.sleep_done = torch.cuda.Event()
         self.marker = torch.cuda.Event()
-        self.sleeping_at_start = False
+        self.sleeps_until = 0.0  # when the queued sleeps end, on the host clock (an estimate)
+        self.started: float | None = None  # when the current line began
         self.sites: dict[Location, BlockingSite] = {}
 
-    def arm(self) -> None:
-        with torch.cuda.stream(self.stream):
-            torch.cuda._sleep(self.cycles)
-        self.sleep_done.record(self.stream)
+    def top_up(self, now: float) -> None:
+        """Queue another sleep when less than half of one is left, so the GPU never idles mid-line."""
+        if self.sleep_done.query():
+            self.sleeps_until = now
+        if self.sleeps_until - now < SLEEP_MS / 2000:
+            with torch.cuda.stream(self.stream):
+                torch.cuda._sleep(self.cycles)
+            self.sleep_done.record(self.stream)
+            self.sleeps_until = max(self.sleeps_until, now) + SLEEP_MS / 1000
 
     def boundary(self, ended: Location | None, library: str | None) -> None:
-        if self.sleeping_at_start and self.marker.query() and ended is not None:
+        now = time.perf_counter()
+        waited = self.started is not None and now - self.started >= SLEEP_MS / 4000 and self.marker.query()
+        if waited and ended is not None:
             site = self.sites.setdefault(ended, BlockingSite(detail=library))
             site.count += 1
-        if self.sleep_done.query():
-            self.arm()
-        self.sleeping_at_start = not self.sleep_done.query()
+        self.top_up(now)
         self.marker.record(self.stream)
+        self.started = time.perf_counter()
+
+
+def _probed_step(step: Callable[[], Any], device: torch.device, root: Path | None) -> dict[Location, BlockingSite]:
+    probe = BlockingProbe(device)
+    torch.cuda.synchronize(device)
+    probe.top_up(time.perf_counter())
+    with SegmentTracer(probe.boundary, root):
+        step()
+    torch.cuda.synchronize(device)
+    return probe.sites
 
 
 def find_blocking(step: Callable[[], Any], device: torch.device, root: Path | None = None) -> dict[Location, BlockingSite]:
-    """Run `step` under the probe; the user lines that waited for the GPU, with counts.
+    """Run `step` under the probe; the user lines that waited for the GPU in two steps, with counts.
 
     One untraced step on the probe's stream comes first: the caching allocator keeps blocks per
-    stream, and the probed step must not be the one that asks the driver for memory.
+    stream, and a probed step must not be the one that asks the driver for memory.
     """
-    probe = BlockingProbe(device)
     default = torch.cuda.default_stream(device)
     side = torch.cuda.Stream(device=device)
     torch.cuda.synchronize(device)
     with torch.cuda.stream(side):
         step()
-        torch.cuda.synchronize(device)
-        probe.arm()
-        with SegmentTracer(probe.boundary, root):
-            step()
+        first = _probed_step(step, device, root)
+        second = _probed_step(step, device, root) if first else {}
     default.wait_stream(side)
     torch.cuda.synchronize(device)
-    return probe.sites
+    return {location: site for location, site in second.items() if location in first}
 
 
 def blocking_message(site: BlockingSite) -> str:
