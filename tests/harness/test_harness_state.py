@@ -262,3 +262,21 @@ def test_hf_static_cache_counter_is_named_and_complete_state_passes():
     discovered = _settle(Unit("hf", (llama := hf.TinyLlama(device="cpu")).decode, llama.inputs))
     assert discovered.result.findings == []
     assert "cache.layers[1].cumulative_length" in discovered.result.notes[0]
+
+
+def _traced_step(x):
+    y = x + 1  # line A
+    z = torch.nn.functional.relu(y)  # line B: a library call
+    return z
+
+
+def test_segment_tracer_reports_each_user_line_with_the_library_call_it_made():
+    from graphready.harness.linetrace import SegmentTracer
+
+    first = inspect.getsourcelines(_traced_step)[1]
+    seen = []
+    with SegmentTracer(lambda location, library: seen.append((location and location.line, library)), ROOT):
+        _traced_step(torch.ones(2))
+    lines = [line for line, _ in seen]
+    assert lines[:4] == [None, first, first + 1, first + 2]
+    assert seen[3][1].startswith("relu (")
