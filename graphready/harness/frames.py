@@ -1,7 +1,9 @@
 """Map a Python stack to the first frame in user code, so a finding points at the line to fix.
 
-"User code" is everything except torch, the standard library, the harness itself and the
-GPU kernel DSL runtimes that sit between a user's call and the CUDA driver.
+"User code" is everything except torch, the standard library, the harness itself, the GPU
+kernel DSL runtimes and the extension libraries (CuPy) that sit between a user's call and the CUDA
+driver. Cython-compiled code (`.pyx` frames in a traceback) is never user code: its filenames are
+relative to the extension's source tree and name no file the user can edit.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from pathlib import Path
 from types import FrameType, TracebackType
 
 _HARNESS_DIR = str(Path(__file__).resolve().parent)
-_LIBRARY_PACKAGES = ("torch", "triton", "cutlass", "cuda", "nvidia", "numpy", "_pytest", "pluggy")
+_LIBRARY_PACKAGES = (
+    "torch", "triton", "cutlass", "cuda", "nvidia", "numpy", "_pytest", "pluggy", "cupy", "cupy_backends", "cupyx",
+)
+# Library frames that explain a finding ("raised inside ..."); torch's own internals add nothing.
+_EXTENSION_PACKAGES = ("cupy", "cupy_backends", "cupyx", "triton", "cutlass", "cuda", "nvidia")
+_COMPILED_SUFFIXES = (".pyx", ".pxd", ".pxi")
 
 
 @dataclass(frozen=True)
@@ -38,25 +45,34 @@ def relative_path(filename: str, root: Path | None = None) -> str:
         return path.as_posix()
 
 
+def _package_dirs(names: tuple[str, ...]) -> set[str]:
+    dirs = set()
+    for name in names:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if file:
+            dirs.add(os.path.realpath(os.path.dirname(file)))
+    return dirs
+
+
 def _library_dirs() -> tuple[str, ...]:
-    dirs = {_HARNESS_DIR}
+    dirs = {_HARNESS_DIR} | _package_dirs(_LIBRARY_PACKAGES)
     for key in ("stdlib", "platstdlib"):
         path = sysconfig.get_paths().get(key)
         if path:
             dirs.add(os.path.realpath(path))
-    for name in _LIBRARY_PACKAGES:
-        file = getattr(sys.modules.get(name), "__file__", None)
-        if file:
-            dirs.add(os.path.realpath(os.path.dirname(file)))
     return tuple(sorted(dirs))
+
+
+def _under(filename: str, dirs: tuple[str, ...]) -> bool:
+    resolved = os.path.realpath(filename)
+    return any(resolved == d or resolved.startswith(d + os.sep) for d in dirs)
 
 
 @functools.lru_cache(maxsize=4096)
 def _is_user_file(filename: str, library_dirs: tuple[str, ...]) -> bool:
-    if not filename or filename.startswith("<"):
+    if not filename or filename.startswith("<") or filename.endswith(_COMPILED_SUFFIXES):
         return False
-    resolved = os.path.realpath(filename)
-    return not any(resolved == d or resolved.startswith(d + os.sep) for d in library_dirs)
+    return not _under(filename, library_dirs)
 
 
 def is_user_file(filename: str) -> bool:
@@ -86,3 +102,25 @@ def current_user_frame(root: Path | None = None) -> Location | None:
 
 def exception_user_frame(tb: TracebackType | None, root: Path | None = None) -> Location | None:
     return user_frame(traceback.extract_tb(tb), root)
+
+
+def extension_frame(frames: list[traceback.FrameSummary]) -> str | None:
+    """The innermost extension-library frame below the innermost user frame, as `file:line`.
+
+    A sync or capture error raised inside CuPy is located at the user's call; this is the detail
+    that says which library call it was. None when the innermost frames are user code or torch.
+    """
+    library_dirs = _library_dirs()
+    extension_dirs = tuple(sorted(_package_dirs(_EXTENSION_PACKAGES)))
+    for frame in reversed(frames):
+        if _is_user_file(frame.filename, library_dirs):
+            return None
+        compiled = frame.filename.endswith(_COMPILED_SUFFIXES)
+        if compiled or (extension_dirs and _under(frame.filename, extension_dirs)):
+            name = frame.filename if compiled else relative_path(frame.filename)
+            return f"{name}:{frame.lineno or 0}"
+    return None
+
+
+def exception_extension_frame(tb: TracebackType | None) -> str | None:
+    return extension_frame(traceback.extract_tb(tb))

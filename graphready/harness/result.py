@@ -16,6 +16,8 @@ CHECK_NAMES = {
     "GD302": "replay-degenerate",
     "GD303": "replay-unstable",
     "GD304": "freed-input",
+    "GD305": "rebound-state",
+    "GD306": "undeclared-state",
     "GD401": "memory-growth",
     "GD402": "capture-alloc",
     "GD501": "device-stream",
@@ -25,9 +27,9 @@ PASS, FAIL, ERROR = "pass", "fail", "error"
 
 # The session's phases (graphready.harness.session), grouped into what the report shows per unit.
 PHASE_GROUPS = {
-    "eager_check_s": ("inputs", "warm-up", "sync", "kernels", "eager timing", "memory growth"),
+    "eager_check_s": ("inputs", "warm-up", "state", "sync", "kernels", "eager timing", "memory growth"),
     "capture_s": ("capture", "capture analysis"),
-    "replay_check_s": ("replay", "freed memory", "eager reference", "replay timing"),
+    "replay_check_s": ("replay", "freed memory", "eager reference", "replay timing", "rebound state"),
 }
 
 

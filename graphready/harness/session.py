@@ -2,9 +2,10 @@
 
 This runs inside a worker process (`graphready.harness.worker`): a failed capture poisons the
 process's CUDA state, so nothing after a capture attempt relies on it except this unit's report.
-Order: warm-up on a side stream, eager checks (GD101 sync, kernels, timing, GD401 growth),
-capture on an explicit stream of the unit's device under the op tracer (GD201, GD202, GD402,
-GD501), then replays against eager (GD303, GD304, GD301, GD302) and replay timing.
+Order: warm-up on a side stream, state discovery and eager reproducibility (GD306), eager checks
+(GD101 sync, kernels, timing, GD401 growth), capture on an explicit stream of the unit's device
+under the op tracer (GD201, GD202, GD402, GD501), then replays against eager (GD303, GD304, GD301,
+GD302), replay timing, and the address audit of what the unit can reach (GD305).
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from typing import Any, Callable
 import torch
 
 from graphready.findings import Severity
+from graphready.harness.checks import blocking as blocking_check
 from graphready.harness.checks import capture as capture_check
 from graphready.harness.checks import device as device_check
 from graphready.harness.checks import freed as freed_check
 from graphready.harness.checks import kernels as kernel_check
 from graphready.harness.checks import memory as memory_check
+from graphready.harness.checks import rebind as rebind_check
 from graphready.harness.checks import replay as replay_check
+from graphready.harness.checks import state as state_check
 from graphready.harness.checks import sync as sync_check
 from graphready.harness.compare import as_outputs, clone_all, degenerate, first_difference
 from graphready.harness.frames import Location, exception_user_frame, relative_path
@@ -75,6 +79,7 @@ class UnitRun:
         self.options = options
         self.on_phase = PhaseClock(on_phase)
         self.result = UnitResult(name=unit.name, device=str(device))
+        self.state_fn = unit.state  # replaced when the state is discovered or completed (checks/state.py)
         path, line = callable_location(unit.fn)
         self.fn_location = Location(relative_path(path, options.root), line)
 
@@ -87,7 +92,7 @@ class UnitRun:
 
     # -- state -----------------------------------------------------------------------------------
     def state_tensors(self) -> list[torch.Tensor]:
-        return tensors_in(self.unit.state()) if self.unit.state is not None else []
+        return tensors_in(self.state_fn()) if self.state_fn is not None else []
 
     def restore(self, snapshot: tuple[torch.Tensor, ...]) -> None:
         for current, saved in zip(self.state_tensors(), snapshot):
@@ -176,11 +181,28 @@ def _check(run: UnitRun) -> None:
     except Exception as exc:
         raise _eager_failure(run, "eager step", exc) from None
 
+    run.on_phase("state")
+    try:
+        state0 = state_check.settle(run, static_inputs, fresh_inputs, state0)
+        torch.cuda.synchronize(device)
+    except Exception as exc:
+        raise _eager_failure(run, "eager step", exc) from None
+
     _eager_checks(run, static_inputs, state0)
+    addresses = rebind_check.audit(unit.fn)
     graph, outputs, tracer = _capture(run, static_inputs, state0, capture_stream)
     if graph is None:
         return
+    graph_reads = rebind_check.read_addresses(tracer.records)
+    rebound = rebind_check.rebound(addresses, rebind_check.audit(unit.fn), graph_reads)
     _replay_checks(run, graph, outputs, tracer, static_inputs, fresh_inputs, state0, capture_stream)
+    rebound += [p for p in rebind_check.rebound(addresses, rebind_check.audit(unit.fn), graph_reads) if p not in rebound]
+    if rebound:
+        run.on_phase("rebound state")
+        try:
+            rebind_check.report(run, rebound, static_inputs, state0)
+        except Exception as exc:
+            raise _eager_failure(run, "eager step", exc) from None
 
 
 def _eager_checks(run: UnitRun, inputs: tuple, state0: tuple) -> None:
@@ -189,8 +211,13 @@ def _eager_checks(run: UnitRun, inputs: tuple, state0: tuple) -> None:
     try:
         run.on_phase("sync")
         run.restore(state0)
-        for location, count in sync_check.find_syncs(lambda: run.step(inputs), options.root).items():
+        syncs = sync_check.find_syncs(lambda: run.step(inputs), options.root)
+        for location, count in syncs.items():
             run.add("GD101", sync_check.sync_message(count), location)
+        run.restore(state0)
+        for location, site in blocking_check.find_blocking(lambda: run.step(inputs), device, options.root).items():
+            if location not in syncs:
+                run.add("GD101", blocking_check.blocking_message(site), location)
 
         run.on_phase("kernels")
         run.restore(state0)

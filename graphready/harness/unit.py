@@ -15,7 +15,8 @@ class Unit:
 
     `fn(*inputs)` runs the step and returns a tensor or a tuple of tensors. `make_inputs(seed)`
     returns fresh tensors of fixed shapes (different seeds, different values). `state()` returns
-    the tensors `fn` mutates (KV cache, counters) so eager and replay start from the same state.
+    the tensors `fn` mutates (KV cache, counters) so eager and replay start from the same state;
+    left out (None), it is discovered: every tensor `fn` can reach that a step changes in place.
     `device` pins the unit to one GPU (`"cuda:1"`); None means the GPU the harness assigns.
     `atol`/`rtol` bound the replay-vs-eager difference (0 means bitwise equal).
     `setup()` builds what `fn` needs (a model): a worker calls the setup of every unit it will

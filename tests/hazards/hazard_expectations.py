@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 from pathlib import Path
 
@@ -25,8 +26,14 @@ HAZARDS = {
     "growing_cache": ("GrowingCache", ("GD401",)),
     "capture_alloc": ("WideTemporary", ("GD402",)),
     "default_stream": ("DefaultStreamNorm", ("GD501",)),
+    "rebound_attribute": ("ReboundBias", ("GD305",)),
+    "undeclared_counter": ("UndeclaredCounter", ("GD306",)),
 }
-CLEAN_TWINS = tuple(f"clean_{name}" for name in HAZARDS)
+if importlib.util.find_spec("cupy") is not None:  # units.py builds the CuPy pair only where CuPy imports
+    HAZARDS["cupy_sync"] = ("CupyDeviceSync", ("GD101", "GD201"))
+# Clean units without a hazard twin: the GD306 counter with its state left out, discovered by the check.
+CLEAN_EXTRAS = ("discovered_counter",)
+CLEAN_TWINS = tuple(f"clean_{name}" for name in HAZARDS) + CLEAN_EXTRAS
 
 
 def marker_lines(path: Path = UNITS_FILE) -> dict[str, dict[str, int]]:

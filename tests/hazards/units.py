@@ -325,6 +325,81 @@ class CurrentStreamNorm:
         return torch.nn.functional.layer_norm(x, (N,))
 
 
+# -- GD305: state re-bound instead of written in place (issue 11) ----------------------------------
+
+
+class ReboundBias:
+    """A bias refreshed by re-binding the attribute: the graph keeps reading the storage it captured."""
+
+    def __init__(self) -> None:
+        self.bias = torch.zeros(N, device="cuda")
+
+    def __call__(self, x):
+        out = x + self.bias
+        self.bias = torch.tanh(out) * 0.5  # hazard: GD305
+        return out
+
+
+class CopiedBias:
+    def __init__(self) -> None:
+        self.bias = torch.zeros(N, device="cuda")
+
+    def __call__(self, x):
+        out = x + self.bias
+        self.bias.copy_(torch.tanh(out) * 0.5)
+        return out
+
+
+# -- GD306: state the unit does not declare (issue 11: HF StaticCache's counter) --------------------
+
+
+class UndeclaredCounter:
+    """A ring cache whose write position is state too; the unit declares only the cache."""
+
+    def __init__(self) -> None:
+        self.cache = torch.zeros(KV_SLOTS, KV_DIM, device="cuda")
+        self.position = torch.zeros(1, dtype=torch.int64, device="cuda")
+        self.slot_weights = torch.linspace(1.0, 2.0, KV_SLOTS, device="cuda")
+
+    def __call__(self, x):
+        self.cache.index_copy_(0, self.position, x[:KV_DIM][None])
+        self.position.add_(1).remainder_(KV_SLOTS)  # hazard: GD306
+        return (self.cache * self.slot_weights[:, None]).sum(0)
+
+
+# -- GD101 / GD201 in an extension library: CuPy (issue 11) ------------------------------------------
+
+
+def cupy_available() -> bool:
+    return importlib.util.find_spec("cupy") is not None
+
+
+class CupyDeviceSync:
+    """A device-wide sync through CuPy: torch's sync debug mode never hears of it."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.cupy = cupy
+
+    def __call__(self, x):
+        y = x * 2.0
+        self.cupy.cuda.runtime.deviceSynchronize()  # hazard: GD101, GD201
+        return y + 1.0
+
+
+class CupyDeviceQuery:
+    def __init__(self) -> None:
+        import cupy
+
+        self.cupy = cupy
+
+    def __call__(self, x):
+        y = x * 2.0
+        self.cupy.cuda.runtime.getDevice()  # a host-side query: nothing waits for the GPU
+        return y + 1.0
+
+
 # -- the targets -----------------------------------------------------------------------------------
 
 
@@ -336,6 +411,7 @@ def hazard_units() -> list[Unit]:
     kernels = _escaped_kernel_pair()
     counter, mean, cache, ring = HostStepCounter(), ReplacedRunningMean(), GrowingCache(), RingCache()
     device_counter, inplace_mean = DeviceStepCounter(), InPlaceRunningMean()
+    hidden, declared = UndeclaredCounter(), UndeclaredCounter()
     return [
         _unit("sync_item", PeakNormItem()),
         _unit("clean_sync_item", PeakNormDevice()),
@@ -363,7 +439,14 @@ def hazard_units() -> list[Unit]:
         _unit("clean_capture_alloc", WidePreallocated()),
         _unit("default_stream", DefaultStreamNorm()),
         _unit("clean_default_stream", CurrentStreamNorm()),
-    ]
+        _unit("rebound_attribute", ReboundBias()),
+        _unit("clean_rebound_attribute", CopiedBias()),
+        _unit("undeclared_counter", hidden, state=lambda: (hidden.cache,)),
+        _unit("clean_undeclared_counter", declared, state=lambda: (declared.cache, declared.position)),
+        _unit("discovered_counter", UndeclaredCounter()),  # state left out: discovered
+    ] + (
+        [_unit("cupy_sync", CupyDeviceSync()), _unit("clean_cupy_sync", CupyDeviceQuery())] if cupy_available() else []
+    )
 
 
 def kernel_backend() -> str:

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import torch
 
-from graphready.harness.frames import Location, exception_user_frame
+from graphready.harness.frames import Location, exception_extension_frame, exception_user_frame
 from graphready.harness.tracer import OpFailure, OpTracer
 
 # cudaGetErrorString texts -> enum names, for messages that carry only the text.
@@ -53,6 +53,7 @@ class CaptureOutcome:
     error: str | None = None  # the exception that ended the capture, if any
     failure: OpFailure | None = None  # the first op that broke it, from the tracer
     error_location: Location | None = None  # where the first exception was raised in user code
+    error_detail: str | None = None  # the extension-library frame it was raised in (CuPy), if any
     empty_warning: bool = False
     warnings: list[str] = field(default_factory=list)
 
@@ -111,6 +112,7 @@ def capture_step(
             first = _first_exception(exc)
             outcome.error = f"{type(first).__name__}: {first}"
             outcome.error_location = exception_user_frame(first.__traceback__, root)
+            outcome.error_detail = exception_extension_frame(first.__traceback__)
     outcome.warnings = [str(w.message) for w in caught]
     outcome.empty_warning = any("graph is empty" in text.lower() for text in outcome.warnings)
     outcome.failure = tracer.failure
@@ -129,4 +131,6 @@ def failure_message(outcome: CaptureOutcome) -> str:
     else:
         text = f"capture failed at {op}" if op else "capture failed"
         text += f": {outcome.first_error_line()}"
+    if outcome.error_detail and outcome.failure is None:
+        text += f" (raised inside {outcome.error_detail})"
     return text + "; this line cannot run inside a CUDA graph"
