@@ -16,6 +16,8 @@ CHECK_NAMES = {
     "GD302": "replay-degenerate",
     "GD303": "replay-unstable",
     "GD304": "freed-input",
+    "GD307": "unknown-pointer",
+    "GD308": "stale-output",
     "GD401": "memory-growth",
     "GD402": "capture-alloc",
     "GD501": "device-stream",
@@ -26,8 +28,8 @@ PASS, FAIL, ERROR = "pass", "fail", "error"
 # The session's phases (graphready.harness.session), grouped into what the report shows per unit.
 PHASE_GROUPS = {
     "eager_check_s": ("inputs", "warm-up", "sync", "kernels", "eager timing", "memory growth"),
-    "capture_s": ("capture", "capture analysis"),
-    "replay_check_s": ("replay", "freed memory", "eager reference", "replay timing"),
+    "capture_s": ("capture", "capture analysis", "pointer audit"),
+    "replay_check_s": ("replay", "freed memory", "eager reference", "loop", "replay timing"),
 }
 
 

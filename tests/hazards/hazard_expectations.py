@@ -25,8 +25,16 @@ HAZARDS = {
     "growing_cache": ("GrowingCache", ("GD401",)),
     "capture_alloc": ("WideTemporary", ("GD402",)),
     "default_stream": ("DefaultStreamNorm", ("GD501",)),
+    "cached_table": ("CachedRotaryTable", ("GD307",)),
+    "dropped_scratch": ("DroppedScratch", ("GD307",)),
+    "stale_output": ("DriftMonitor", ("GD308",)),
+    "keyed_batch[8]": ("BatchCompaction", ("GD101", "GD201")),
 }
-CLEAN_TWINS = tuple(f"clean_{name}" for name in HAZARDS)
+# A hazard's clean twin is `clean_<name>`, except a capture key whose twin is another key of its unit.
+TWIN_OF = {"keyed_batch[8]": "keyed_batch[1]"}
+# Clean units with no hazard twin: cuBLAS workspaces and Triton arguments the pointer audit must classify.
+ALSO_CLEAN = ("clean_cublas_triton",)
+CLEAN_TWINS = tuple(TWIN_OF.get(name, f"clean_{name}") for name in HAZARDS) + ALSO_CLEAN
 
 
 def marker_lines(path: Path = UNITS_FILE) -> dict[str, dict[str, int]]:
