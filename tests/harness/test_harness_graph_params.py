@@ -134,12 +134,12 @@ def test_reader_walks_kernels_copies_sets_and_child_graphs():
 
 
 def test_a_kernel_without_a_parameter_layout_is_counted_unreadable():
-    driver = FakeDriver({100: [11]}, {})
+    driver = FakeDriver({100: [11, 12]}, {})
     details = driver.kernel(0xF1, b"k", [_word(1)])
-    driver.layouts.clear()  # a driver older than CUDA 12.4 cannot say where the parameters are
-    driver.nodes = {11: (gp.NODE_KERNEL, details)}
-    read = gp.read_graph(100, driver)
-    assert read.nodes == [] and read.unreadable == 1
+    driver.nodes = {11: (gp.NODE_KERNEL, details), 12: (gp.NODE_KERNEL, driver.kernel(0xF2, b"no_args", []))}
+    driver.cuFuncGetParamInfo = lambda func, index, offset, size: 801 if func.value == 0xF1 else 1
+    read = gp.read_graph(100, driver)  # 801 CUDA_ERROR_NOT_SUPPORTED: a driver that cannot say
+    assert [(n.name, n.words) for n in read.nodes] == [("no_args", ())] and read.unreadable == 1
 
 
 def test_no_driver_means_no_reading():

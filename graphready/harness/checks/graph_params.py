@@ -19,6 +19,7 @@ NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET, NODE_CHILD_GRAPH = 0, 1, 2, 4
 _MEMORY_DEVICE, _MEMORY_UNIFIED = 2, 4  # CUmemorytype values whose address is a device pointer
 _PARAM_BUFFER_POINTER, _PARAM_BUFFER_SIZE = 1, 2  # the `extra` launch-argument tags
 _MAX_PARAMS = 4096
+_PAST_LAST_PARAM = 1  # CUDA_ERROR_INVALID_VALUE: the parameter index is past the last one
 _WORD = 8
 
 c_void_p, c_size_t, c_uint, c_int, c_uint64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint64
@@ -125,20 +126,22 @@ def _nodes(lib: ctypes.CDLL, graph: int) -> list[int]:
     return [handles[i] for i in range(count.value)]
 
 
-def _layout(lib: ctypes.CDLL, params: _KernelNodeParams) -> list[tuple[int, int]]:
-    """(offset, size) of each kernel parameter, from the function or, failing that, its CUkernel."""
+def _layout(lib: ctypes.CDLL, params: _KernelNodeParams) -> list[tuple[int, int]] | None:
+    """(offset, size) of each kernel parameter, from the function or, failing that, its CUkernel;
+    None when neither can say (a driver before CUDA 12.4)."""
     for getter, handle in (("cuFuncGetParamInfo", params.func), ("cuKernelGetParamInfo", params.kern)):
         if not handle or not _has(lib, getter):
             continue
-        layout = []
+        layout, status = [], 0
         offset, size = c_size_t(0), c_size_t(0)
         for index in range(_MAX_PARAMS):
-            if getattr(lib, getter)(c_void_p(handle), index, ctypes.byref(offset), ctypes.byref(size)) != 0:
+            status = getattr(lib, getter)(c_void_p(handle), index, ctypes.byref(offset), ctypes.byref(size))
+            if status != 0:
                 break
             layout.append((offset.value, size.value))
-        if layout:
+        if layout or status == _PAST_LAST_PARAM:
             return layout
-    return []
+    return None
 
 
 def _kernel_name(lib: ctypes.CDLL, params: _KernelNodeParams) -> str:
@@ -171,7 +174,11 @@ def _kernel_words(lib: ctypes.CDLL, node: int) -> tuple[str, tuple[tuple[int, in
     if lib.cuGraphKernelNodeGetParams_v2(c_void_p(node), ctypes.byref(params)) != 0:
         return None
     layout = _layout(lib, params)
-    if params.kernelParams and layout:
+    if layout is None:
+        return None
+    if not layout:
+        return _kernel_name(lib, params), ()
+    if params.kernelParams:
         slots = ctypes.cast(c_void_p(params.kernelParams), ctypes.POINTER(c_void_p))
         raw = [ctypes.string_at(slots[i], size) if slots[i] else b"" for i, (_, size) in enumerate(layout)]
     elif params.extra:
