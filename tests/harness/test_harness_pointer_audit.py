@@ -86,10 +86,12 @@ def test_findings_group_by_block_and_say_what_and_where():
     grouped = pa.findings_by_block(verdicts)
     assert sorted(block.start for block in grouped) == [BASE + 8192, BASE + 12288]
     freed_block = next(b for b in grouped if b.start == BASE + 8192)
-    text = pa.finding_message(freed_block, grouped[freed_block], "model.py:12")
-    assert "freed 4096-byte block allocated at model.py:12" in text and "node 0 (mul) and 1 more" in text
+    text = pa.finding_message(1024, grouped[freed_block], "model.py:12")
+    assert "freed 1024-byte buffer allocated at model.py:12" in text and "node 0 (mul) and 1 more" in text
     unknown_block = next(b for b in grouped if b.start == BASE + 12288)
-    assert "no input, state or object the unit reaches holds" in pa.finding_message(unknown_block, grouped[unknown_block], None)
+    assert "no input, state or object the unit reaches holds" in pa.finding_message(4096, grouped[unknown_block], None)
+    later = pa.freed_later_message(4096, grouped[unknown_block], "model.py:3")
+    assert "4096-byte buffer allocated at model.py:3" in later and "freed after capture" in later
     note = pa.summary_note(verdicts, 3, 1)
     assert note.startswith("pointer audit: 4 device pointers in 3 nodes (3 freed, 1 unknown)")
     assert note.endswith("1 kernel nodes' arguments unreadable")
@@ -102,7 +104,7 @@ def test_allocation_stack_names_the_innermost_user_frame():
     assert alloc_history.user_location([{"filename": TORCH_FILE, "line": 3}]) is None
 
 
-def test_a_freed_block_is_located_by_the_latest_allocation_covering_the_address():
+def test_a_freed_buffer_is_found_by_the_latest_allocation_covering_the_address():
     old = [{"filename": HERE, "line": 1}]
     new = [{"filename": HERE, "line": 2}]
     traces = [
@@ -111,9 +113,9 @@ def test_a_freed_block_is_located_by_the_latest_allocation_covering_the_address(
         {"action": "alloc", "addr": 1000, "size": 50, "frames": new, "time_us": 3},
         {"action": "alloc", "addr": 5000, "size": 10, "frames": old, "time_us": 4},
     ]
-    assert alloc_history.allocation_frames(traces, 1020) == new
-    assert alloc_history.allocation_frames(traces, 1080) == old  # past the newer, smaller block
-    assert alloc_history.allocation_frames(traces, 9000) == []
+    assert alloc_history.allocation_event(traces, 1020)["frames"] == new
+    assert alloc_history.allocation_event(traces, 1080)["size"] == 100  # past the newer, smaller block
+    assert alloc_history.allocation_event(traces, 9000) is None
     assert alloc_history.latest_time(traces) == 4
     assert alloc_history.latest_time([{"action": "alloc"}]) is None
 
@@ -203,3 +205,45 @@ def test_the_walk_stops_at_its_budget():
         chain = [chain]
     assert reachable_tensors([chain], budget=10) == []
     assert len(reachable_tensors([chain])) == 1
+
+
+# -- a graph recorded on an H100 (torch 2.11, CUDA 13): cuBLAS GEMV, Triton, a copy, dropout, a
+# -- table held only by an lru_cache; the words are what the driver gave, non-pointers included ----
+
+H100 = Path(__file__).resolve().parents[1] / "fixtures" / "pointer_audit_h100.json"
+
+
+def _recorded():
+    import json
+
+    data = json.loads(H100.read_text())
+    nodes = [NodeWords(n["index"], n["kind"], n["name"], tuple(map(tuple, n["words"]))) for n in data["nodes"]]
+    memory = pa.Memory.from_segments(data["segments"])
+    owners = pa.Owners(pa.Span(*owner) for owner in data["owners"])
+    verdicts = pa.audit(nodes, memory, owners, tuple(data["graph_pool"]))
+    return data, nodes, pa.resolve_unowned(verdicts, set(data["held_by_python"]))
+
+
+def test_recorded_graph_classifies_as_it_did_on_the_gpu():
+    data, _, verdicts = _recorded()
+    assert [[v.node, v.value, v.kind] for v in verdicts] == data["verdicts"]
+
+
+def test_recorded_graph_ignores_host_addresses_and_packed_integers():
+    _, nodes, verdicts = _recorded()
+    pointers = {v.value for v in verdicts}
+    words = [value for node in nodes for _, value in node.words if value]
+    assert len(words) > 10 * len(pointers)  # sizes, strides, seeds: most words are not pointers
+    gemv = nodes[0].words
+    assert any(value >> 32 == 0x7FFF for _, value in gemv)  # cuBLAS alpha/beta: host stack addresses
+    assert not any(value >> 32 == 0x7FFF for value in pointers)
+
+
+def test_recorded_graph_tells_library_state_from_an_unowned_table():
+    _, nodes, verdicts = _recorded()
+    kinds = [v.kind for v in verdicts]
+    assert kinds.count(pa.LIBRARY) == 2  # dropout's Philox seed and offset: only C++ holds them
+    assert kinds.count(pa.UNKNOWN) == 1  # the table only the lru_cache holds
+    assert pa.FREED not in kinds
+    copy = next(n for n in nodes if n.kind == "memcpy")
+    assert {v.kind for v in verdicts if v.node == copy.index} == {"attribute"}

@@ -39,13 +39,13 @@ def user_location(frames: Iterable[dict[str, Any]], root: Path | None = None) ->
     return None
 
 
-def allocation_frames(traces: list[dict[str, Any]], address: int) -> list[dict[str, Any]]:
-    """The stack of the latest recorded allocation that covered `address` ([] when none is left)."""
+def allocation_event(traces: list[dict[str, Any]], address: int) -> dict[str, Any] | None:
+    """The latest recorded allocation that covered `address` (its `frames` and `size`), if still traced."""
     for event in reversed(traces):
         start = event.get("addr", -1)
         if event.get("action") == "alloc" and start <= address < start + event.get("size", 0):
-            return list(event.get("frames", []))
-    return []
+            return event
+    return None
 
 
 def latest_time(traces: list[dict[str, Any]]) -> int | None:

@@ -179,30 +179,31 @@ def _short(name: str, limit: int = 60) -> str:
     return name if len(name) <= limit else name[: limit - 3] + "..."
 
 
-def finding_message(block: Block, verdicts: list[Verdict], where: str | None) -> str:
-    """The GD307 text for one block: which nodes use it, what it is, where it came from, the fix."""
+def finding_message(size: int, verdicts: list[Verdict], where: str | None) -> str:
+    """The GD307 text for one buffer of `size` bytes: which nodes use it, what it is, where it came
+    from, the fix."""
     nodes = sorted({(v.node, v.node_name) for v in verdicts})
     used = f"node {nodes[0][0]} ({_short(nodes[0][1])})" + (f" and {len(nodes) - 1} more" if len(nodes) > 1 else "")
     made = f" allocated at {where}" if where else ""
     if verdicts[0].kind == FREED:
         return (
-            f"the captured graph holds a pointer into a freed {block.size}-byte block{made}, used by {used}: "
+            f"the captured graph holds a pointer into a freed {size}-byte buffer{made}, used by {used}: "
             "every replay reads or writes memory the allocator has handed back, and corrupts whatever is "
             "allocated there next; keep that tensor alive (store it on self) for the graph's lifetime"
         )
     return (
-        f"the captured graph reads a {block.size}-byte buffer{made} that no input, state or object the unit "
+        f"the captured graph reads a {size}-byte buffer{made} that no input, state or object the unit "
         f"reaches holds, used by {used}: whatever holds it (a cache, a global, a caller's variable) can free "
         "it, and the replay then uses reused memory; store it on the module (self.x) that runs the step"
     )
 
 
-def freed_later_message(block: Block, verdicts: list[Verdict], where: str | None) -> str:
-    """The GD307 text for a block that was live at capture and was freed by a later step."""
+def freed_later_message(size: int, verdicts: list[Verdict], where: str | None) -> str:
+    """The GD307 text for a buffer that was live at capture and was freed by a later step."""
     owner = verdicts[0].label or verdicts[0].kind
     made = f" allocated at {where}" if where else ""
     return (
-        f"a {block.size}-byte block{made} ({owner}) that the captured graph uses was freed after capture: "
+        f"a {size}-byte buffer{made} ({owner}) that the captured graph uses was freed after capture: "
         "from then on every replay uses memory the allocator hands to someone else; keep that tensor alive "
         "and update it in place instead of replacing it"
     )

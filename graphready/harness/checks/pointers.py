@@ -9,6 +9,7 @@ capture are looked up again in the allocator's trace: one freed since then is a 
 from __future__ import annotations
 
 import gc
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from graphready.findings import Severity
 from graphready.harness.checks import alloc_history, graph_params
 from graphready.harness.checks import pointer_audit as audit_rules
 from graphready.harness.checks.reachable import reachable_tensors
+from graphready.harness.frames import Location
 from graphready.harness.tracer import storage_key, tensors_in
 
 _OWNED_KINDS = ("input", "state", "output", "attribute", audit_rules.LIBRARY, audit_rules.UNKNOWN)
@@ -51,16 +53,18 @@ def owner_spans(unit: Any, inputs: tuple, state: list[torch.Tensor], outputs: tu
 def python_held(memory: audit_rules.Memory, wanted: set[int]) -> set[int]:
     """Which of the blocks starting at `wanted` some live Python tensor holds."""
     held = set()
-    for obj in gc.get_objects():
-        try:
-            if not isinstance(obj, torch.Tensor) or obj.device.type != "cuda":
+    with warnings.catch_warnings():  # isinstance() on some objects warns (deprecated torch aliases)
+        warnings.simplefilter("ignore")
+        for obj in gc.get_objects():
+            try:
+                if not isinstance(obj, torch.Tensor) or obj.device.type != "cuda":
+                    continue
+                key = storage_key(obj)
+            except Exception:  # a tensor subclass that cannot say where it lives
                 continue
-            key = storage_key(obj)
-        except Exception:  # a tensor subclass that cannot say where it lives
-            continue
-        block = memory.block_at(key[0]) if key else None
-        if block is not None and block.start in wanted:
-            held.add(block.start)
+            block = memory.block_at(key[0]) if key else None
+            if block is not None and block.start in wanted:
+                held.add(block.start)
     return held
 
 
@@ -68,11 +72,15 @@ def _traces(snapshot: dict) -> list[dict]:
     return [event for device in snapshot.get("device_traces", []) for event in device]
 
 
-def _locate(run, block: audit_rules.Block, address: int, traces: list[dict]):
-    """Where the buffer at `address` was allocated; a free block may have merged with its
-    neighbours, so the trace is searched by the address the graph holds, not the block's start."""
-    frames = (block.frames if block.live else ()) or alloc_history.allocation_frames(traces, address)
-    return alloc_history.user_location(frames, run.options.root)
+def _allocation(run, block: audit_rules.Block, address: int, traces: list[dict]) -> tuple[Location | None, int]:
+    """Where the buffer at `address` was allocated, and its size. A freed block may have merged with
+    its neighbours, so its allocation is looked up in the trace by the address the graph holds."""
+    if block.live and block.frames:
+        return alloc_history.user_location(block.frames, run.options.root), block.size
+    event = alloc_history.allocation_event(traces, address)
+    if event is None:
+        return None, block.size
+    return alloc_history.user_location(event.get("frames", []), run.options.root), event.get("size", block.size)
 
 
 def audit_capture(run, graph: torch.cuda.CUDAGraph, inputs: tuple, outputs: tuple) -> CaptureAudit | None:
@@ -93,9 +101,9 @@ def audit_capture(run, graph: torch.cuda.CUDAGraph, inputs: tuple, outputs: tupl
         verdicts = audit_rules.resolve_unowned(verdicts, python_held(memory, unowned))
     traces = _traces(snapshot)
     for block, group in audit_rules.findings_by_block(verdicts).items():
-        location = _locate(run, block, group[0].value, traces)
+        location, size = _allocation(run, block, group[0].value, traces)
         freed = group[0].kind == audit_rules.FREED
-        message = audit_rules.finding_message(block, group, location.describe() if location else None)
+        message = audit_rules.finding_message(size, group, location.describe() if location else None)
         run.add("GD307", message, location, Severity.ERROR if freed else Severity.WARNING)
     run.result.notes.append(audit_rules.summary_note(verdicts, len(words.nodes), words.unreadable))
     watched: dict[audit_rules.Block, list[audit_rules.Verdict]] = {}
@@ -113,6 +121,6 @@ def recheck(run, capture: CaptureAudit | None) -> None:
     freed = alloc_history.freed_after(traces, (block.start for block in capture.watched), capture.since)
     for block, group in capture.watched.items():
         if block.start in freed:
-            location = _locate(run, block, group[0].value, traces)
-            message = audit_rules.freed_later_message(block, group, location.describe() if location else None)
+            location, size = _allocation(run, block, group[0].value, traces)
+            message = audit_rules.freed_later_message(size, group, location.describe() if location else None)
             run.add("GD307", message, location)
