@@ -16,6 +16,7 @@ from pathlib import Path
 from graphready.errors import UsageError
 from graphready.findings import Severity, summarize
 from graphready.harness.isolation import UnitInfo, WorkerOptions, list_target
+from graphready.harness.keys import key_of, summarize_keys
 from graphready.harness.result import PASS, UnitResult
 from graphready.harness.target import BUILTIN_TARGETS
 
@@ -102,10 +103,11 @@ def _select(units: list[UnitInfo], names: list[str]) -> list[UnitInfo]:
     if not names:
         return units
     known = {u.name: u for u in units}
-    missing = [n for n in names if n not in known]
+    chosen = {n: [known[n]] if n in known else [u for u in units if key_of(u.name)[0] == n] for n in names}
+    missing = [n for n, found in chosen.items() if not found]
     if missing:
         raise UsageError(f"no unit named {', '.join(map(repr, missing))} (available: {', '.join(known)})")
-    return [known[n] for n in names]
+    return [u for found in chosen.values() for u in found]
 
 
 def _gpu_count() -> int:
@@ -152,6 +154,7 @@ def build_report(results: list[UnitResult], fail_on: Severity, fmt: str, root: P
     if settings is not None:
         summary["config"] = settings
     units = [r.unit_row(fail_on) for r in results]
+    summarize_keys(units, summary)
     return render(fmt, findings, summary, tool="check", units=units, root=root, color=color, run=run)
 
 

@@ -103,6 +103,8 @@ def check_graph_unit(
     """
     import torch
 
+    if isinstance(unit, Unit) and unit.keys:
+        raise ValueError(f"unit {unit.name!r} has capture keys: check each of unit.expand(), or give its target spec")
     options = _worker_options(steps, timeout, capture_alloc_limit_mb)
     if isinstance(unit, str):
         return _check_by_spec(unit, unit_name, gpu, options)
@@ -129,10 +131,11 @@ def describe(result) -> str:
 
 
 def assert_graph_ready(unit: Unit | str, unit_name: str | None = None, **kwargs) -> None:
-    """Fail the calling test with every finding when the unit does not pass."""
-    result = check_graph_unit(unit, unit_name, **kwargs)
-    if result.status() != "pass":
-        raise AssertionError(describe(result))
+    """Fail the calling test with every finding when the unit (each of its capture keys) does not pass."""
+    units = unit.expand() if isinstance(unit, Unit) else [unit]
+    failed = [result for result in (check_graph_unit(u, unit_name, **kwargs) for u in units) if result.status() != "pass"]
+    if failed:
+        raise AssertionError("\n".join(describe(result) for result in failed))
 
 
 def gpu_available() -> bool:

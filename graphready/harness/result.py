@@ -18,6 +18,8 @@ CHECK_NAMES = {
     "GD304": "freed-input",
     "GD305": "rebound-state",
     "GD306": "undeclared-state",
+    "GD307": "unknown-pointer",
+    "GD308": "stale-output",
     "GD401": "memory-growth",
     "GD402": "capture-alloc",
     "GD501": "device-stream",
@@ -28,8 +30,8 @@ PASS, FAIL, ERROR = "pass", "fail", "error"
 # The session's phases (graphready.harness.session), grouped into what the report shows per unit.
 PHASE_GROUPS = {
     "eager_check_s": ("inputs", "warm-up", "state", "sync", "kernels", "eager timing", "memory growth"),
-    "capture_s": ("capture", "capture analysis"),
-    "replay_check_s": ("replay", "freed memory", "eager reference", "replay timing", "rebound state"),
+    "capture_s": ("capture", "capture analysis", "pointer audit"),
+    "replay_check_s": ("replay", "freed memory", "eager reference", "loop", "replay timing", "rebound state"),
 }
 
 

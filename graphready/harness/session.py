@@ -4,8 +4,9 @@ This runs inside a worker process (`graphready.harness.worker`): a failed captur
 process's CUDA state, so nothing after a capture attempt relies on it except this unit's report.
 Order: warm-up on a side stream, state discovery and eager reproducibility (GD306), eager checks
 (GD101 sync, kernels, timing, GD401 growth), capture on an explicit stream of the unit's device
-under the op tracer (GD201, GD202, GD402, GD501), then replays against eager (GD303, GD304, GD301,
-GD302), replay timing, and the address audit of what the unit can reach (GD305).
+under the op tracer (GD201, GD202, GD402, GD501), the graph's pointers (GD307), then replays against
+eager (GD303, GD304, GD301, GD302), the unit's own loop (GD308), pointers freed since capture
+(GD307), replay timing, and the address audit of what the unit can reach (GD305).
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from graphready.harness.checks import memory as memory_check
 from graphready.harness.checks import rebind as rebind_check
 from graphready.harness.checks import replay as replay_check
 from graphready.harness.checks import state as state_check
+from graphready.harness.checks import pointers as pointer_check
+from graphready.harness.checks import stale_outputs as stale_check
 from graphready.harness.checks import sync as sync_check
+from graphready.harness.checks.alloc_history import start_recording
 from graphready.harness.compare import as_outputs, clone_all, degenerate, first_difference
 from graphready.harness.frames import Location, exception_user_frame, relative_path
 from graphready.harness.result import UnitResult, make_finding
@@ -82,6 +86,7 @@ class UnitRun:
         self.state_fn = unit.state  # replaced when the state is discovered or completed (checks/state.py)
         path, line = callable_location(unit.fn)
         self.fn_location = Location(relative_path(path, options.root), line)
+        self.pointer_audit: pointer_check.CaptureAudit | None = None
 
     # -- findings --------------------------------------------------------------------------------
     def add(self, rule: str, message: str, location: Location | None, severity: Severity = Severity.ERROR) -> None:
@@ -126,6 +131,7 @@ def check_unit(
     """Run every check on `unit` and return its report. Errors in the unit become findings."""
     run = UnitRun(unit, device, options or CheckOptions(), on_phase)
     torch.cuda.set_device(device)
+    start_recording()  # GD307 locates a buffer by its allocation's stack
     try:
         _check(run)
     except _Stop:
@@ -310,6 +316,8 @@ def _capture(run: UnitRun, inputs: tuple, state0: tuple, capture_stream: torch.c
         run.add("GD202", kernel_check.escaped_message(eager_kernels, graph_kernels), None)
     elif outcome.empty_warning and eager_kernels:
         run.add("GD202", kernel_check.escaped_message(eager_kernels, 0), None)
+    run.on_phase("pointer audit")
+    run.pointer_audit = pointer_check.audit_capture(run, graph, inputs, outcome.outputs)
     # A state tensor replaced (not written in place) during capture: the graph holds the old buffer.
     state_after = [storage_key(t) for t in run.state_tensors()]
     tracer.replaced_state = [
@@ -399,6 +407,11 @@ def _replay_checks(run, graph, static_outputs, tracer, static_inputs, fresh_inpu
         location = mismatch_location if bad_replay else freed_location
         what = bad_replay or f"{bad_after_free} once freed memory is overwritten"
         run.add("GD302", f"replay output is degenerate: {what}", location)
+    if run.unit.loop is not None:
+        run.on_phase("loop")
+        stale_check.check_loop(run, graph, static_inputs, static_outputs, state0, capture_stream)
+    run.on_phase("pointer audit")
+    pointer_check.recheck(run, run.pointer_audit)
 
     run.on_phase("replay timing")
     run.restore(state0)

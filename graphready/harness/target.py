@@ -88,10 +88,12 @@ def load_units(spec: str, factory_kwargs: dict[str, Any] | None = None, gpus: in
         units = [units]
     if not isinstance(units, (list, tuple)) or not units:
         raise TargetError(f"target {spec!r} must return a non-empty list of graphready.harness.Unit")
-    seen: set[str] = set()
     for unit in units:
         if not isinstance(unit, Unit):
             raise TargetError(f"target {spec!r} returned {type(unit).__name__}, expected Unit")
+    units = [keyed for unit in units for keyed in unit.expand()]  # one unit per capture key
+    seen: set[str] = set()
+    for unit in units:
         if unit.name in seen:
             raise TargetError(f"target {spec!r} returned two units named {unit.name!r}")
         seen.add(unit.name)

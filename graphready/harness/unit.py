@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,6 +23,10 @@ class Unit:
     check once, before the first check, and reports that time as its load; cache the build so
     units of one target share it. `reaches` lists code `fn` runs that a static call graph cannot
     follow (callables dispatched through a table), for `graphready check --changed-since`.
+    `keys` lists capture keys (batch sizes, padded lengths): each key is checked as a unit of its
+    own, named `name[key]`, with inputs from `make_inputs(seed, key=key)`. `loop(step, steps)` runs
+    `steps` consecutive steps the way the caller's engine loop does, calling `step(*inputs)` for
+    each, and returns tensors to compare: the harness runs it eager and graphed (GD308).
     """
 
     name: str
@@ -34,6 +38,8 @@ class Unit:
     rtol: float = 0.0
     setup: Callable[[], Any] | None = None
     reaches: tuple[Callable[..., Any], ...] = ()
+    keys: tuple[Any, ...] = ()
+    loop: Callable[[Callable[..., Any], int], Any] | None = None
     origin: str | None = field(default=None, compare=False)  # target spec that built it, if any
 
     def __post_init__(self) -> None:
@@ -52,6 +58,20 @@ class Unit:
             raise TypeError(f"unit {self.name!r}: reaches must hold callables")
         if self.atol < 0 or self.rtol < 0:
             raise ValueError(f"unit {self.name!r}: atol and rtol must be >= 0")
+        if self.loop is not None and not callable(self.loop):
+            raise TypeError(f"unit {self.name!r}: loop must be callable or None")
+        self.keys = tuple(self.keys)
+        labels = [str(key) for key in self.keys]
+        if len(set(labels)) != len(labels) or any(not label or set(label) & set("[]") for label in labels):
+            raise ValueError(f"unit {self.name!r}: keys must print distinct, non-empty and without brackets")
+
+    def expand(self) -> list["Unit"]:
+        """One unit per capture key (`name[key]`), or this unit alone when it declares none."""
+        return [
+            replace(self, name=f"{self.name}[{key}]", make_inputs=functools.partial(self.make_inputs, key=key),
+                    keys=())
+            for key in self.keys
+        ] or [self]
 
     def device_label(self) -> str | None:
         return None if self.device is None else str(self.device)

@@ -143,6 +143,9 @@ def _serve(args) -> int:
         return 0
     if args.gpu is not None:
         torch.cuda.set_device(args.gpu)  # so that the factory's "cuda" means the assigned GPU
+    from graphready.harness.checks.alloc_history import start_recording
+
+    start_recording()  # before the factory: GD307 locates buffers made at load time too
     check = gpu_check(args.steps, args.capture_alloc_limit, Path(args.root))
     return serve(args.target, json.loads(args.units), json.loads(args.factory_kwargs), args.gpus, emit, check)
 

@@ -101,3 +101,14 @@ def gpu_planted_units(log: str, plan: str, gpus: int = 1) -> list[Unit]:
 
     kinds = {"ok": ok, "sync": sync}
     return [Unit(f"u{i}", kinds[kind], inputs) for i, kind in enumerate(plan.split(","))]
+
+
+def _padded_inputs(seed: int, key: int):
+    import torch
+
+    return (torch.full((key,), float(seed)),)
+
+
+def keyed_units() -> list[Unit]:
+    """One unit captured at two padded lengths, next to a plain one."""
+    return [Unit("pad", double, _padded_inputs, keys=(1, 8)), Unit("plain", double, _inputs)]

@@ -56,3 +56,50 @@ def test_layer_state_is_every_cache_and_compressor_state_of_the_layer():
             assert len(state) == 1  # window-only layer: just the KV cache
         else:
             assert len(state) > 1  # compressor kv/score states (and the indexer's, for ratio 4)
+
+
+def _held_tensors(root) -> dict[int, object]:
+    """Every tensor `root`'s object graph holds, by the garbage collector's own references (the oracle)."""
+    import gc
+    import types
+
+    import torch
+
+    found, seen, stack = {}, set(), [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (types.ModuleType, type, types.FunctionType, str, bytes)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, torch.Tensor):
+            found[id(obj)] = obj
+            continue
+        stack.extend(gc.get_referents(obj))
+    return found
+
+
+def test_the_pointer_audit_reaches_every_tensor_of_the_cached_model(monkeypatch):
+    """GD307 owns a buffer when the unit reaches it: dsv4's units reach the model only through the
+    target's `functools.cache` factory, so the walk must go through it, or every weight is unknown."""
+    import functools
+
+    from dsv4.model import DSV4Model
+    from dsv4.synth import synthetic_weights
+
+    from graphready.harness.checks.reachable import reachable_tensors
+    from graphready.harness.targets import dsv4 as target_module
+
+    config = preset("tiny")
+
+    @functools.cache
+    def cpu_model(preset_name, checkpoint, gpus):
+        return DSV4Model(config, synthetic_weights(config), devices=["cpu"], max_len=1024)
+
+    monkeypatch.setattr(target_module, "_model", cpu_model)
+    units = factory("tiny")
+    model = units[0].setup() or cpu_model("tiny", None, 1)
+    held = _held_tensors(model)
+    for unit in units:
+        reached = {id(t) for t in reachable_tensors([unit.fn, *unit.reaches, unit.state])}
+        missing = [tuple(t.shape) for key, t in held.items() if key not in reached]
+        assert not missing, f"{unit.name}: {len(missing)} of {len(held)} model tensors unreached, e.g. {missing[:5]}"

@@ -15,8 +15,9 @@ from hazard_expectations import CLEAN_TWINS, HAZARDS, TARGET, cuda_available, ma
 
 from graphready.harness.pytest_plugin import graph_unit_check, gpu_available  # noqa: E402,F401  (the fixture)
 
-# Units allocate tens of MiB at most; GD402 fires above 16 MiB so the 64 MiB hazard trips it.
-CAPTURE_ALLOC_LIMIT = 16 * 2**20
+# GD402 fires above 48 MiB so the 64 MiB hazard trips it, while the 32 MiB cuBLAS workspace that a
+# GEMM's first call on the capture stream takes from the graph pool (H100) does not.
+CAPTURE_ALLOC_LIMIT = 48 * 2**20
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -28,12 +28,19 @@ HAZARDS = {
     "default_stream": ("DefaultStreamNorm", ("GD501",)),
     "rebound_attribute": ("ReboundBias", ("GD305",)),
     "undeclared_counter": ("UndeclaredCounter", ("GD306",)),
+    "cached_table": ("CachedRotaryTable", ("GD307",)),
+    "dropped_scratch": ("DroppedScratch", ("GD307",)),
+    "stale_output": ("DriftMonitor", ("GD308",)),
+    "keyed_batch[8]": ("BatchCompaction", ("GD101", "GD201")),
 }
 if importlib.util.find_spec("cupy") is not None:  # units.py builds the CuPy pair only where CuPy imports
     HAZARDS["cupy_sync"] = ("CupyDeviceSync", ("GD101", "GD201"))
-# Clean units without a hazard twin: the GD306 counter with its state left out, discovered by the check.
-CLEAN_EXTRAS = ("discovered_counter",)
-CLEAN_TWINS = tuple(f"clean_{name}" for name in HAZARDS) + CLEAN_EXTRAS
+# A hazard's clean twin is `clean_<name>`, except a capture key whose twin is another key of its unit.
+TWIN_OF = {"keyed_batch[8]": "keyed_batch[1]"}
+# Clean units with no hazard twin: the GD306 counter with its state left out (discovered by the check),
+# and cuBLAS workspaces and Triton arguments the pointer audit must classify.
+ALSO_CLEAN = ("discovered_counter", "clean_cublas_triton")
+CLEAN_TWINS = tuple(TWIN_OF.get(name, f"clean_{name}") for name in HAZARDS) + ALSO_CLEAN
 
 
 def marker_lines(path: Path = UNITS_FILE) -> dict[str, dict[str, int]]:

@@ -86,3 +86,17 @@ def test_graph_unit_check_fixture_checks_a_unit_object(graph_unit_check):
     result = graph_unit_check(Unit("scale", _scale, _scale_inputs), steps=2)
     assert result.status() == "pass", [f.message for f in result.findings]
     assert result.capture == "ok" and result.kernels == result.graph_kernels
+
+
+def test_capture_keys_report_which_keys_ran_graphed(tmp_path):
+    out = tmp_path / "check.json"
+    proc = _check("--unit", "keyed_batch", "--format", "json", "--output", str(out), "--no-lint")
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(out.read_text())
+    rows = {u["name"]: u for u in doc["units"]}
+    assert rows["keyed_batch[1]"]["status"] == "pass" and rows["keyed_batch[1]"]["capture"] == "ok"
+    assert rows["keyed_batch[8]"]["status"] == "fail" and rows["keyed_batch[8]"]["capture"] == "failed"
+    assert {u["key"] for u in doc["units"]} == {"1", "8"} and {u["base_unit"] for u in doc["units"]} == {"keyed_batch"}
+    assert doc["summary"]["capture_keys"] == {"keyed_batch": {"1": "graphed", "8": "capture failed"}}
+    text = _check("--unit", "keyed_batch", "--format", "text", "--no-lint")
+    assert "capture keys of keyed_batch: graphed for 1; capture failed for 8" in text.stdout

@@ -7,6 +7,7 @@ that have no better anchor than the step itself, the marker sits on the step's `
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 from pathlib import Path
@@ -259,6 +260,131 @@ class KeptWeight:
         return x * self.weight_fp32
 
 
+# -- GD307: pointers that nothing the unit owns keeps alive ----------------------------------------
+
+
+class CachedRotaryTable:
+    """A table from an lru_cache: the cache, not the layer, keeps it alive; a new length evicts it."""
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1)
+    def table(n: int, device: torch.device) -> torch.Tensor:
+        return torch.cos(torch.arange(n, device=device) * 0.01)  # hazard: GD307
+
+    def __call__(self, x):
+        return x * self.table(x.numel(), x.device)
+
+
+class OwnedRotaryTable:
+    def __init__(self) -> None:
+        self.table = torch.cos(torch.arange(N, device="cuda") * 0.01)
+
+    def __call__(self, x):
+        return x * self.table
+
+
+class DroppedScratch:
+    """A scratch buffer replaced after each step: the graph writes into the one it captured, now freed.
+
+    The graph's own output stays right (it reads back what it wrote), so only the pointer shows it.
+    """
+
+    def __init__(self) -> None:
+        self.scratch = torch.empty(N, device="cuda")
+
+    def __call__(self, x):
+        scratch = self.scratch
+        torch.mul(x, 2.0, out=scratch)
+        out = scratch + 1.0
+        self.scratch = torch.empty(N, device="cuda")  # hazard: GD307
+        return out
+
+
+class KeptScratch:
+    def __init__(self) -> None:
+        self.scratch = torch.empty(N, device="cuda")
+
+    def __call__(self, x):
+        torch.mul(x, 2.0, out=self.scratch)
+        return self.scratch + 1.0
+
+
+ROWS = 16
+
+
+def _rows(seed: int) -> tuple[torch.Tensor]:
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.randn(ROWS, N, device="cuda", generator=generator),)
+
+
+class LinearThenTriton:
+    """cuBLAS (a GEMM with its workspace) then a Triton kernel: every pointer has an owner, none is flagged."""
+
+    def __init__(self, kernels) -> None:
+        generator = torch.Generator(device="cuda").manual_seed(7)
+        self.kernels = kernels
+        self.weight = torch.randn(N, N, device="cuda", generator=generator) / 32
+        self.bias = torch.randn(N, device="cuda", generator=generator)
+        self.out = torch.empty(ROWS, N, device="cuda")
+
+    def __call__(self, x):
+        hidden = torch.nn.functional.linear(x, self.weight, self.bias)
+        self.kernels.double_on_current_stream(hidden, self.out)
+        return self.out
+
+
+# -- GD308: a kept output overwritten by the next replay -------------------------------------------
+
+
+class DriftMonitor:
+    """An engine loop that keeps the previous step's output to measure how far each step moves it."""
+
+    def __init__(self) -> None:
+        self.scale = torch.linspace(0.5, 1.5, N, device="cuda")
+
+    def __call__(self, x):
+        return torch.tanh(x * self.scale)
+
+    @staticmethod
+    def loop(step, steps):
+        previous = step(*_vector(100))
+        drift = torch.zeros((), device="cuda")
+        for k in range(1, steps):
+            current = step(*_vector(100 + k))
+            drift = drift + (current - previous).abs().sum()  # hazard: GD308
+            previous = current
+        return drift
+
+
+class CopiedDriftMonitor(DriftMonitor):
+    @staticmethod
+    def loop(step, steps):
+        previous = step(*_vector(100)).clone()
+        drift = torch.zeros((), device="cuda")
+        for k in range(1, steps):
+            current = step(*_vector(100 + k))
+            drift = drift + (current - previous).abs().sum()
+            previous = current.clone()
+        return drift
+
+
+# -- capture keys: one unit at several batch sizes -------------------------------------------------
+
+
+def _batch(seed: int, key: int) -> tuple[torch.Tensor]:
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.randn(key, N, device="cuda", generator=generator),)
+
+
+class BatchCompaction:
+    """Decode at several batch sizes; above four sequences the step drops rows with a boolean mask."""
+
+    def __call__(self, x):
+        if x.shape[0] > 4:
+            x = x[x[:, 0] > -10.0]  # hazard: GD101, GD201
+        return x.sum(0)
+
+
 # -- GD401 / GD402: memory -------------------------------------------------------------------------
 
 
@@ -403,8 +529,8 @@ class CupyDeviceQuery:
 # -- the targets -----------------------------------------------------------------------------------
 
 
-def _unit(name: str, fn, make_inputs=_vector, state=None) -> Unit:
-    return Unit(name, fn, make_inputs, state=state)
+def _unit(name: str, fn, make_inputs=_vector, state=None, **options) -> Unit:
+    return Unit(name, fn, make_inputs, state=state, **options)
 
 
 def hazard_units() -> list[Unit]:
@@ -444,6 +570,14 @@ def hazard_units() -> list[Unit]:
         _unit("undeclared_counter", hidden, state=lambda: (hidden.cache,)),
         _unit("clean_undeclared_counter", declared, state=lambda: (declared.cache, declared.position)),
         _unit("discovered_counter", UndeclaredCounter()),  # state left out: discovered
+        _unit("cached_table", CachedRotaryTable()),
+        _unit("clean_cached_table", OwnedRotaryTable()),
+        _unit("dropped_scratch", DroppedScratch()),
+        _unit("clean_dropped_scratch", KeptScratch()),
+        _unit("clean_cublas_triton", LinearThenTriton(_sibling("triton_kernels")), _rows, atol=1e-4, rtol=1e-4),
+        _unit("stale_output", DriftMonitor(), loop=DriftMonitor.loop),
+        _unit("clean_stale_output", CopiedDriftMonitor(), loop=CopiedDriftMonitor.loop),
+        _unit("keyed_batch", BatchCompaction(), _batch, keys=(1, 8)),
     ] + (
         [_unit("cupy_sync", CupyDeviceSync()), _unit("clean_cupy_sync", CupyDeviceQuery())] if cupy_available() else []
     )
