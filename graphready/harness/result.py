@@ -10,8 +10,10 @@ from graphready.findings import Finding, Severity
 # The check codes and their names: a public contract shared with the rule catalog (rules/GD*.toml).
 CHECK_NAMES = {
     "GD101": "sync",
+    "GD102": "silent-sync",
     "GD201": "capture-failed",
     "GD202": "escaped-kernels",
+    "GD203": "lazy-capture-work",
     "GD301": "replay-mismatch",
     "GD302": "replay-degenerate",
     "GD303": "replay-unstable",
@@ -19,6 +21,8 @@ CHECK_NAMES = {
     "GD401": "memory-growth",
     "GD402": "capture-alloc",
     "GD501": "device-stream",
+    "GD601": "compile-skipped-cudagraphs",
+    "GD602": "compile-graph-break",
 }
 
 PASS, FAIL, ERROR = "pass", "fail", "error"
@@ -26,7 +30,7 @@ PASS, FAIL, ERROR = "pass", "fail", "error"
 # The session's phases (graphready.harness.session), grouped into what the report shows per unit.
 PHASE_GROUPS = {
     "eager_check_s": ("inputs", "warm-up", "sync", "kernels", "eager timing", "memory growth"),
-    "capture_s": ("capture", "capture analysis"),
+    "capture_s": ("capture", "capture analysis", "cold capture"),
     "replay_check_s": ("replay", "freed memory", "eager reference", "replay timing"),
 }
 

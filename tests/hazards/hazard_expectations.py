@@ -25,8 +25,18 @@ HAZARDS = {
     "growing_cache": ("GrowingCache", ("GD401",)),
     "capture_alloc": ("WideTemporary", ("GD402",)),
     "default_stream": ("DefaultStreamNorm", ("GD501",)),
+    "silent_sync_pageable": ("PageableNonBlockingBias", ("GD102",)),
+    "silent_sync_strided": ("StridedPinnedColumn", ("GD102",)),
+    "lazy_scratch": ("LazyScratch", ("GD203",)),
+    "lazy_triton": ("ColdTritonScale", ("GD203",)),
+    "lazy_pinned": ("LazyPinnedBias", ("GD203",)),
+    "lazy_compile": ("ColdCompiledActivation", ("GD203",)),
+    "compile_skipped_cudagraphs": ("RunningTotal", ("GD601",)),
+    "compile_graph_break": ("BrokenScale", ("GD602",)),
 }
 CLEAN_TWINS = tuple(f"clean_{name}" for name in HAZARDS)
+# Units graphed by torch.compile itself: their "graph" kernels are the compiler's (fused, plus input copies).
+COMPILER_GRAPHED = ("clean_compile_skipped_cudagraphs", "clean_compile_graph_break")
 
 
 def marker_lines(path: Path = UNITS_FILE) -> dict[str, dict[str, int]]:
