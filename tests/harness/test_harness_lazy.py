@@ -169,3 +169,41 @@ def test_hooks_wrap_cute_compile_only_while_open(tmp_path, monkeypatch):
         assert cute.compile(kernel, 1) == "compiled"
     assert cute.compile is compile and calls == [kernel]
     assert [(w.kind, w.detail) for w in hooks.work] == [("cute-compile", "test_hooks_wrap_cute_compile_only_while_open.<locals>.kernel")]
+
+
+def test_kept_allocations_are_new_live_blocks_at_their_innermost_user_line(tmp_path, monkeypatch):
+    import torch
+
+    from graphready.harness.checks import lazy
+
+    user = str(tmp_path / "layer.py")
+    library = torch.__file__
+    snapshot = [{"device": 0, "blocks": [
+        {"address": 100, "size": 512, "requested_size": 400, "state": "active_allocated",
+         "frames": [{"filename": library, "line": 1, "name": "empty"}, {"filename": user, "line": 7, "name": "__call__"},
+                    {"filename": user, "line": 30, "name": "step"}]},
+        {"address": 200, "size": 512, "state": "active_allocated", "frames": [{"filename": user, "line": 9, "name": "f"}]},
+        {"address": 300, "size": 512, "state": "inactive", "frames": [{"filename": user, "line": 11, "name": "f"}]},
+        {"address": 400, "size": 512, "state": "active_allocated", "frames": [{"filename": library, "line": 2, "name": "g"}]},
+    ]}, {"device": 1, "blocks": [
+        {"address": 500, "size": 512, "state": "active_allocated", "frames": [{"filename": user, "line": 13, "name": "f"}]},
+    ]}]  # fmt: skip
+    monkeypatch.setattr(torch.cuda, "memory_snapshot", lambda: snapshot)
+    kept = lazy._kept_allocations(torch.device("cuda", 0), before={200}, root=tmp_path)
+    # 200 existed before, 300 was freed, 400 has no user line (torch's own), 500 is another GPU's
+    assert kept == [Work("lazy-alloc", "400 bytes", Location("layer.py", 7))]
+
+
+def test_the_cold_pass_leaves_units_that_torch_compile_graphs_itself_to_the_compiler(tmp_path):
+    import torch
+
+    from graphready.harness.checks.lazy import cold_check_unit
+    from graphready.harness.session import CheckOptions
+    from graphready.harness.unit import Unit
+
+    def step(x):
+        return x * 2
+
+    unit = Unit("compiled", torch.compile(step, mode="reduce-overhead"), lambda seed: (torch.ones(2),))
+    result = cold_check_unit(unit, torch.device("cuda", 0), CheckOptions(root=tmp_path))  # decided before any CUDA call
+    assert result.findings == [] and result.capture is None and "captures this unit itself" in result.notes[0]

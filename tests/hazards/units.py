@@ -441,14 +441,17 @@ class LazyPinnedBias:
 class ColdCompiledActivation:
     """A torch.compile'd module first called inside the capture: Dynamo and Inductor compile there."""
 
-    def __init__(self) -> None:
-        self.act = torch.compile(torch.nn.GELU())
+    def __init__(self, activation=torch.nn.GELU) -> None:
+        self.act = torch.compile(activation())
 
     def __call__(self, x):
         return self.act(x) * 2.0  # hazard: GD203
 
 
 class WarmCompiledActivation(ColdCompiledActivation):
+    def __init__(self) -> None:
+        super().__init__(torch.nn.SiLU)  # code of its own: Dynamo caches compiles per code object
+
     def warm(self) -> None:
         self(torch.zeros(N, device="cuda"))
 
