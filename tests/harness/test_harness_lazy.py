@@ -53,13 +53,14 @@ def test_a_clean_capture_has_no_findings():
 
 
 def test_a_cold_capture_failure_is_a_warning_at_the_failing_line():
-    cold = CaptureObservation([Work("torch-compile", "0/0", LAUNCH)], error="RuntimeError: CUDA error: operation not "
-                              "permitted when stream is capturing\nmore", error_location=LAUNCH)
-    *info, warning = lazy_findings(cold, None, FN)
-    assert [f.severity for f in info] == [Severity.INFO]
+    cold = CaptureObservation([Work("lazy-alloc", "4.0 KiB", ALLOC), Work("torch-compile", "0/0", LAUNCH)],
+                              error="RuntimeError: CUDA error: operation not permitted when stream is capturing\nmore",
+                              error_location=LAUNCH)
+    info, warning = lazy_findings(cold, None, FN)
+    assert info.severity == Severity.INFO and info.location == ALLOC  # the failing line's work goes with its failure
     assert warning.severity == Severity.WARNING and warning.location == LAUNCH
     assert "operation not permitted when stream is capturing;" in warning.message and "more" not in warning.message
-    assert "torch.compile compiler" in warning.message
+    assert "torch.compile compiler" in warning.message and "allocates 4.0 KiB" in warning.message
 
 
 def test_sizes_are_readable():

@@ -90,26 +90,29 @@ def lazy_findings(cold: CaptureObservation, warm: CaptureObservation | None, fal
     warning; the parent drops it when the warmed-up capture fails as well (GD201 covers that).
     """
     work = first_call_work(cold, warm)
-    by_line: dict[Location | None, list[Work]] = {}
+    failed_at = None
+    if cold.error is not None:
+        failed_at = cold.error_location or (work[-1].location if work else None) or fallback
+    by_line: dict[Location, list[Work]] = {}
     for item in work:
-        by_line.setdefault(item.location, []).append(item)
+        by_line.setdefault(item.location or fallback, []).append(item)
     findings = [
         LazyFinding(
             Severity.INFO,
-            location or fallback,
+            location,
             f"first-call work inside a capture with no warm-up: this line {_phrases(items)}; "
             "do it once before capturing (a warm-up step, or the unit's setup)",
         )
         for location, items in by_line.items()
+        if location != failed_at  # that line's work is told with its failure below
     ]
-    if cold.error is not None:
+    if failed_at is not None:
         before = f"; first-call work before it: {_phrases(work)}" if work else ""
-        location = cold.error_location or (work[-1].location if work else None) or fallback
         first_line = cold.error.strip().splitlines()[0][:240] if cold.error.strip() else "unknown error"
         findings.append(
             LazyFinding(
                 Severity.WARNING,
-                location,
+                failed_at,
                 f"the step cannot be captured without a warm-up: capture failed with {first_line}{before}; "
                 "run the step once before capturing",
             )
