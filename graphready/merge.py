@@ -14,8 +14,10 @@ from graphready.findings import Evidence, Finding
 # GD code -> GR codes (or GR prefixes ending in 'x') that describe the same hazard statically.
 TWINS: dict[str, tuple[str, ...]] = {
     "GD101": ("GR101", "GR102", "GR103"),
+    "GD102": ("GR302",),
     "GD201": ("GR1x", "GR2x", "GR3x", "GR4x", "GR5x"),
     "GD202": ("GR404",),
+    "GD203": ("GR603", "GR501"),
     "GD301": ("GR303", "GR302", "GR601"),
     "GD302": ("GR601", "GR403"),
     "GD303": (),
@@ -27,6 +29,8 @@ TWINS: dict[str, tuple[str, ...]] = {
     "GD401": ("GR301",),
     "GD402": ("GR301",),
     "GD501": ("GR401", "GR402", "GR403"),
+    "GD601": (),
+    "GD602": ("GR503",),
 }
 
 

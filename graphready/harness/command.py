@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--capture-alloc-limit-mb", type=float, default=512.0, metavar="MB", help="GD402 warns above this capture allocation"
     )
     parser.add_argument("--fail-on", default="warning", help="lowest severity that fails the run (default: warning)")
+    parser.add_argument("--cold-capture", action="store_true",
+                        help="also capture each unit with no warm-up, in workers of their own, and report the "
+                             "first-call work inside the capture (GD203; one more target build per lane)")
     parser.add_argument("--preset", metavar="NAME", help="dsv4 target: tiny (default), flash, pro or pro-<N>L")
     parser.add_argument("--checkpoint", metavar="DIR", help="dsv4 target: load weights from this checkpoint")
     parser.add_argument(
@@ -182,6 +185,8 @@ def check_settings(args: argparse.Namespace, fail_on: Severity, factory_kwargs: 
     """What this run was asked to do, under the option names, for the JSON summary and the report."""
     settings = {"target": args.target, "fail-on": fail_on.label, "steps": args.steps, "gpus": args.gpus,
                 "jobs": args.jobs, "timeout": args.timeout, "capture-alloc-limit-mb": args.capture_alloc_limit_mb}
+    if args.cold_capture:
+        settings["cold-capture"] = True
     if args.unit:
         settings["unit"] = list(args.unit)
     settings.update(json.loads(factory_kwargs))  # dsv4: preset, checkpoint
@@ -198,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
         factory_kwargs=factory_kwargs,
         root=str(root),
         load_timeout_s=args.load_timeout,
+        cold_capture=args.cold_capture,
     )
     started = time.monotonic()
     listing = list_target(args.target, options, args.gpus)

@@ -50,6 +50,7 @@ class WorkerOptions:
     factory_kwargs: str = "{}"  # JSON
     root: str = os.getcwd()
     load_timeout_s: float = 1800.0  # building the target (a full-size model) once per worker
+    cold_capture: bool = False  # also capture each unit with no warm-up, in workers of their own (GD203)
 
 
 def worker_env() -> dict[str, str]:

@@ -10,8 +10,10 @@ from graphready.findings import Finding, Severity
 # The check codes and their names: a public contract shared with the rule catalog (rules/GD*.toml).
 CHECK_NAMES = {
     "GD101": "sync",
+    "GD102": "silent-sync",
     "GD201": "capture-failed",
     "GD202": "escaped-kernels",
+    "GD203": "lazy-capture-work",
     "GD301": "replay-mismatch",
     "GD302": "replay-degenerate",
     "GD303": "replay-unstable",
@@ -23,6 +25,8 @@ CHECK_NAMES = {
     "GD401": "memory-growth",
     "GD402": "capture-alloc",
     "GD501": "device-stream",
+    "GD601": "compile-skipped-cudagraphs",
+    "GD602": "compile-graph-break",
 }
 
 PASS, FAIL, ERROR = "pass", "fail", "error"
@@ -30,7 +34,7 @@ PASS, FAIL, ERROR = "pass", "fail", "error"
 # The session's phases (graphready.harness.session), grouped into what the report shows per unit.
 PHASE_GROUPS = {
     "eager_check_s": ("inputs", "warm-up", "state", "sync", "kernels", "eager timing", "memory growth"),
-    "capture_s": ("capture", "capture analysis", "pointer audit"),
+    "capture_s": ("capture", "capture analysis", "pointer audit", "cold capture"),
     "replay_check_s": ("replay", "freed memory", "eager reference", "loop", "replay timing", "rebound state"),
 }
 

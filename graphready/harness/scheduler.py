@@ -11,6 +11,7 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 
+from graphready.harness.checks.cold_pass import cold_command, merge_lane
 from graphready.harness.isolation import UnitInfo, WorkerOptions
 from graphready.harness.pool import WORKER_COMMAND, Listener, WorkerRecord, kill_all, run_lane
 from graphready.harness.result import UnitResult
@@ -88,7 +89,10 @@ def run_units(
 
     def one(index: int, gpu: int | None, lane: list[UnitInfo]) -> None:
         try:
-            outcomes[index] = run_lane(target, lane, gpu, options, listener, next_id, gpus, command)
+            cold = None
+            if options.cold_capture:  # quiet: progress follows the main pass
+                cold = run_lane(target, lane, gpu, options, Listener(), next_id, gpus, cold_command(command))
+            outcomes[index] = merge_lane(run_lane(target, lane, gpu, options, listener, next_id, gpus, command), cold)
         except BaseException as exc:  # surfaced in the calling thread below
             errors.append(exc)
 

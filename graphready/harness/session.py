@@ -2,11 +2,14 @@
 
 This runs inside a worker process (`graphready.harness.worker`): a failed capture poisons the
 process's CUDA state, so nothing after a capture attempt relies on it except this unit's report.
-Order: warm-up on a side stream, state discovery and eager reproducibility (GD306), eager checks
-(GD101 sync, kernels, timing, GD401 growth), capture on an explicit stream of the unit's device
-under the op tracer (GD201, GD202, GD402, GD501), the graph's pointers (GD307), then replays against
-eager (GD303, GD304, GD301, GD302), the unit's own loop (GD308), pointers freed since capture
-(GD307), replay timing, and the address audit of what the unit can reach (GD305).
+Order: warm-up on a side stream (torch.compile's skip reasons and graph breaks, GD601/GD602), state
+discovery and eager reproducibility (GD306), eager checks (GD101 sync, GD102 silent sync, kernels,
+timing, GD401 growth), capture on an explicit stream of the unit's device under the op tracer
+(GD201, GD202, GD402, GD501), the graph's pointers (GD307), then replays against eager (GD303,
+GD304, GD301, GD302), the unit's own loop (GD308), pointers freed since capture (GD307), replay
+timing, and the address audit of what the unit can reach (GD305). A torch.compile(mode=
+"reduce-overhead") unit is not captured again: its own graphs are compared with its Python
+original (checks/compiled.py).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import torch
 from graphready.findings import Severity
 from graphready.harness.checks import blocking as blocking_check
 from graphready.harness.checks import capture as capture_check
+from graphready.harness.checks import compiled as compiled_check
 from graphready.harness.checks import device as device_check
 from graphready.harness.checks import freed as freed_check
 from graphready.harness.checks import kernels as kernel_check
@@ -30,6 +34,7 @@ from graphready.harness.checks import replay as replay_check
 from graphready.harness.checks import state as state_check
 from graphready.harness.checks import pointers as pointer_check
 from graphready.harness.checks import stale_outputs as stale_check
+from graphready.harness.checks import silent_sync as silent_sync_check
 from graphready.harness.checks import sync as sync_check
 from graphready.harness.checks.alloc_history import start_recording
 from graphready.harness.compare import as_outputs, clone_all, degenerate, first_difference
@@ -176,9 +181,10 @@ def _check(run: UnitRun) -> None:
 
     # Warm-up on a side stream (lazy initialisation, autotuning, JIT compiles) before anything is measured.
     run.on_phase("warm-up")
+    compile_watch = compiled_check.CompileWatch(options.root, run.fn_location)
     try:
         side.wait_stream(default)
-        with torch.cuda.stream(side):
+        with compile_watch, torch.cuda.stream(side):
             for _ in range(WARMUP_STEPS):
                 run.restore(state0)
                 run.step(static_inputs)
@@ -186,6 +192,8 @@ def _check(run: UnitRun) -> None:
         torch.cuda.synchronize(device)
     except Exception as exc:
         raise _eager_failure(run, "eager step", exc) from None
+    for found in compile_watch.findings():
+        run.add(found.rule, found.message, found.location, found.severity)
 
     run.on_phase("state")
     try:
@@ -195,6 +203,9 @@ def _check(run: UnitRun) -> None:
         raise _eager_failure(run, "eager step", exc) from None
 
     _eager_checks(run, static_inputs, state0)
+    if compiled_check.uses_compiler_graphs(unit.fn):
+        compiled_check.replay_checks(run, fresh_inputs, state0, graphed=not compile_watch.skipped)
+        return
     addresses = rebind_check.audit(unit.fn)
     graph, outputs, tracer = _capture(run, static_inputs, state0, capture_stream)
     if graph is None:
@@ -217,12 +228,15 @@ def _eager_checks(run: UnitRun, inputs: tuple, state0: tuple) -> None:
     try:
         run.on_phase("sync")
         run.restore(state0)
-        syncs = sync_check.find_syncs(lambda: run.step(inputs), options.root)
+        copies = silent_sync_check.SilentCopyWatch(options.root)
+        syncs = sync_check.find_syncs(lambda: copies.run(lambda: run.step(inputs)), options.root)
         for location, count in syncs.items():
             run.add("GD101", sync_check.sync_message(count), location)
+        for location, reasons in copies.found.items():
+            run.add("GD102", silent_sync_check.silent_sync_message(reasons), location)
         run.restore(state0)
         for location, site in blocking_check.find_blocking(lambda: run.step(inputs), device, options.root).items():
-            if location not in syncs:
+            if location not in syncs and location not in copies.found:
                 run.add("GD101", blocking_check.blocking_message(site), location)
 
         run.on_phase("kernels")

@@ -1,14 +1,15 @@
 """The worker process: list a target's units, or load the target once and check units in turn.
 
     python -m graphready.harness.worker list TARGET --out FILE [--factory-kwargs JSON] [--gpus N]
-    python -m graphready.harness.worker serve TARGET --units JSON --events-fd FD [--gpu K] [--gpus N] [...]
+    python -m graphready.harness.worker serve TARGET --units JSON --events-fd FD [--gpu K] [--gpus N] [--cold] [...]
 
 `serve` builds the target once (its factory, then every unit's `setup`), then checks the named units
 in order and streams one JSON line per event to the file descriptor FD: `loaded`, then per unit
 `start`, `phase`..., `result`. A failed capture poisons the process's CUDA context, so after a unit
 that failed capture or could not be checked the worker says `retire` and exits; the parent starts
 a fresh worker for the units that are left. Without `--gpu` the worker sees every GPU (a target
-placed over several GPUs); with it, "cuda" means GPU K.
+placed over several GPUs); with it, "cuda" means GPU K. With `--cold` each unit is only captured
+with no warm-up (GD203, the cold pass of `graphready check --cold-capture`).
 """
 
 from __future__ import annotations
@@ -98,10 +99,13 @@ def serve(target: str, names: list[str], factory_kwargs: dict, gpus: int, emit: 
     return 0
 
 
-def gpu_check(steps: int, capture_alloc_limit: int, root: Path) -> Callable:
-    """The real check: `graphready.harness.session.check_unit` on the unit's GPU, memory released after."""
+def gpu_check(steps: int, capture_alloc_limit: int, root: Path, cold: bool = False) -> Callable:
+    """The real check: `graphready.harness.session.check_unit` on the unit's GPU, memory released after.
+
+    `cold`: instead, capture the unit with no warm-up (`graphready.harness.checks.lazy`, GD203)."""
     import torch
 
+    from graphready.harness.checks.lazy import cold_check_unit
     from graphready.harness.result import UnitResult, make_finding
     from graphready.harness.session import CheckOptions, check_unit
     from graphready.harness.frames import relative_path
@@ -125,7 +129,7 @@ def gpu_check(steps: int, capture_alloc_limit: int, root: Path) -> Callable:
             return unusable(unit, f"unit {unit.name!r} wants {device} but this machine has "
                                   f"{torch.cuda.device_count()} GPU(s)")
         try:
-            return check_unit(unit, device, options, on_phase)
+            return (cold_check_unit if cold else check_unit)(unit, device, options, on_phase)
         finally:
             gc.collect()  # the unit's graph and its private pool go before the next unit
             torch.cuda.synchronize(device)
@@ -146,7 +150,7 @@ def _serve(args) -> int:
     from graphready.harness.checks.alloc_history import start_recording
 
     start_recording()  # before the factory: GD307 locates buffers made at load time too
-    check = gpu_check(args.steps, args.capture_alloc_limit, Path(args.root))
+    check = gpu_check(args.steps, args.capture_alloc_limit, Path(args.root), cold=args.cold)
     return serve(args.target, json.loads(args.units), json.loads(args.factory_kwargs), args.gpus, emit, check)
 
 
@@ -163,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpus", type=int, default=1, help="GPUs a target that spans GPUs is placed over")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--capture-alloc-limit", type=int, default=512 * 2**20)
+    parser.add_argument("--cold", action="store_true", help="capture each unit with no warm-up instead (GD203)")
     return parser
 
 

@@ -63,6 +63,9 @@ def test_twin_table_from_the_brief():
         "GD401": ["GR301"],
         "GD402": ["GR301"],
         "GD501": ["GR401", "GR402", "GR403"],
+        "GD102": ["GR302"],
+        "GD203": ["GR603", "GR501"],
+        "GD602": ["GR503"],
     }
     for check, lints in pairs.items():
         for lint in lints:

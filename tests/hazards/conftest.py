@@ -38,7 +38,7 @@ def write_verdicts(results: dict, directory: Path) -> None:
     rows = ["| unit | expected | found | status | eager ms | replay ms | kernels eager/graph | verdict |", "|---|---|---|---|---|---|---|---|"]
     for name, result in results.items():
         expected = ",".join(HAZARDS[name][1]) if name in HAZARDS else "-"
-        found = ",".join(sorted({f"{f.rule}@{f.line}" for f in result.findings})) or "-"
+        found = ",".join(sorted({f"{f.rule}@{f.line}({f.severity.label})" for f in result.findings})) or "-"
         rows.append(
             f"| {name} | {expected} | {found} | {result.status()} | {result.eager_ms or '-'} | {result.replay_ms or '-'} "
             f"| {result.kernels}/{result.graph_kernels} | {_verdict(result, markers)} |"
@@ -56,7 +56,8 @@ def _check_all_hazard_units() -> dict:
     from graphready.harness.isolation import WorkerOptions, list_units
     from graphready.harness.scheduler import run_units
 
-    options = WorkerOptions(steps=4, capture_alloc_limit=CAPTURE_ALLOC_LIMIT, timeout_s=300, root=str(REPO_ROOT))
+    options = WorkerOptions(steps=4, capture_alloc_limit=CAPTURE_ALLOC_LIMIT, timeout_s=300, root=str(REPO_ROOT),
+                            cold_capture=True)
     units = list_units(TARGET, options)
     run = run_units(TARGET, units, options, gpus=1, jobs=int(os.environ.get("GRAPHREADY_HAZARD_JOBS", "4")))
     return {r.name: r for r in run.results}

@@ -32,6 +32,14 @@ HAZARDS = {
     "dropped_scratch": ("DroppedScratch", ("GD307",)),
     "stale_output": ("DriftMonitor", ("GD308",)),
     "keyed_batch[8]": ("BatchCompaction", ("GD101", "GD201")),
+    "silent_sync_pageable": ("PageableNonBlockingBias", ("GD102",)),
+    "silent_sync_strided": ("StridedPinnedColumn", ("GD102",)),
+    "lazy_scratch": ("LazyScratch", ("GD203",)),
+    "lazy_triton": ("ColdTritonScale", ("GD203",)),
+    "lazy_pinned": ("LazyPinnedBias", ("GD203",)),
+    "lazy_compile": ("ColdCompiledActivation", ("GD203",)),
+    "compile_skipped_cudagraphs": ("RunningTotal", ("GD601",)),
+    "compile_graph_break": ("BrokenScale", ("GD602",)),
 }
 if importlib.util.find_spec("cupy") is not None:  # units.py builds the CuPy pair only where CuPy imports
     HAZARDS["cupy_sync"] = ("CupyDeviceSync", ("GD101", "GD201"))
@@ -41,6 +49,8 @@ TWIN_OF = {"keyed_batch[8]": "keyed_batch[1]"}
 # and cuBLAS workspaces and Triton arguments the pointer audit must classify.
 ALSO_CLEAN = ("discovered_counter", "clean_cublas_triton")
 CLEAN_TWINS = tuple(TWIN_OF.get(name, f"clean_{name}") for name in HAZARDS) + ALSO_CLEAN
+# Units graphed by torch.compile itself: their "graph" kernels are the compiler's (fused, plus input copies).
+COMPILER_GRAPHED = ("clean_compile_skipped_cudagraphs", "clean_compile_graph_break")
 
 
 def marker_lines(path: Path = UNITS_FILE) -> dict[str, dict[str, int]]:

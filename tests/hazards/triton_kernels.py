@@ -24,3 +24,17 @@ def double_without_stream(x: torch.Tensor, out: torch.Tensor) -> None:
 
 def double_on_current_stream(x: torch.Tensor, out: torch.Tensor) -> None:
     _double[(x.numel() // BLOCK,)](x, out, BLOCK=BLOCK)
+
+
+@triton.jit
+def scale_cold(src, dst, BLOCK: tl.constexpr):
+    """GD203: first launched inside a capture (it compiles there)."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offsets, tl.load(src + offsets) * 3.0)
+
+
+@triton.jit
+def scale_warm(src, dst, BLOCK: tl.constexpr):
+    """GD203's clean twin: the same kernel, compiled and loaded by the unit's setup."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offsets, tl.load(src + offsets) * 3.0)

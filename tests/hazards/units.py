@@ -109,6 +109,52 @@ class PinnedBias:
         return x + self.bias
 
 
+# -- GD102: non-blocking copies that block anyway ----------------------------------------------------
+
+
+class PageableNonBlockingBias:
+    """`non_blocking=True` from pageable memory: a sync that set_sync_debug_mode never reports."""
+
+    def __init__(self) -> None:
+        self.bias_host = torch.linspace(-1.0, 1.0, N)
+
+    def __call__(self, x):
+        bias = self.bias_host.to(x.device, non_blocking=True)  # hazard: GD102
+        return x + bias
+
+
+class PinnedNonBlockingBias:
+    def __init__(self) -> None:
+        self.bias_host = torch.linspace(-1.0, 1.0, N).pin_memory()
+
+    def __call__(self, x):
+        bias = self.bias_host.to(x.device, non_blocking=True)
+        return x + bias
+
+
+class StridedPinnedColumn:
+    """A column of a pinned host table: not contiguous, so torch stages it through pageable memory."""
+
+    def __init__(self) -> None:
+        self.table_host = torch.linspace(-1.0, 1.0, 2 * N).reshape(N, 2).pin_memory()
+        self.bias = torch.empty(N, device="cuda")
+
+    def __call__(self, x):
+        self.bias.copy_(self.table_host[:, 0], non_blocking=True)  # hazard: GD102
+        return x + self.bias
+
+
+class ContiguousPinnedColumn:
+    def __init__(self) -> None:
+        table = torch.linspace(-1.0, 1.0, 2 * N).reshape(N, 2)
+        self.column_host = table[:, 0].contiguous().pin_memory()
+        self.bias = torch.empty(N, device="cuda")
+
+    def __call__(self, x):
+        self.bias.copy_(self.column_host, non_blocking=True)
+        return x + self.bias
+
+
 # -- GD301: replay differs from eager --------------------------------------------------------------
 
 
@@ -178,16 +224,15 @@ class StreamlessKernel:
         self.kernels = kernels
         self.out = torch.zeros(N, device="cuda")
 
+    def warm(self) -> None:  # compile before any capture (GD203 is not this unit's point)
+        self(torch.zeros(N, device="cuda"))
+
     def __call__(self, x):  # hazard: GD202
         self.kernels.double_without_stream(x, self.out)
         return self.out
 
 
-class StreamKernel:
-    def __init__(self, kernels) -> None:
-        self.kernels = kernels
-        self.out = torch.zeros(N, device="cuda")
-
+class StreamKernel(StreamlessKernel):
     def __call__(self, x):
         self.kernels.double_on_current_stream(x, self.out)
         return self.out
@@ -526,6 +571,136 @@ class CupyDeviceQuery:
         return y + 1.0
 
 
+# -- GD203: first-call work inside a capture with no warm-up --------------------------------------
+
+
+class LazyScratch:
+    """A scratch buffer made on the first call (`if self.buf is None`): with no warm-up, inside the capture."""
+
+    def __init__(self) -> None:
+        self.scratch = None
+
+    def __call__(self, x):
+        if self.scratch is None:
+            self.scratch = torch.empty_like(x)  # hazard: GD203
+        torch.mul(x, 2.0, out=self.scratch)
+        return self.scratch + 1.0
+
+
+class EagerScratch:
+    def __init__(self) -> None:
+        self.scratch = torch.empty(N, device="cuda")
+
+    def __call__(self, x):
+        torch.mul(x, 2.0, out=self.scratch)
+        return self.scratch + 1.0
+
+
+TRITON_BLOCK = 128
+
+
+class ColdTritonScale:
+    """A Triton kernel whose first launch is inside the capture: it compiles and loads there."""
+
+    def __init__(self, kernels) -> None:
+        self.kernels = kernels
+        self.out = torch.empty(N, device="cuda")
+
+    def __call__(self, x):
+        self.kernels.scale_cold[(N // TRITON_BLOCK,)](x, self.out, BLOCK=TRITON_BLOCK)  # hazard: GD203
+        return self.out
+
+
+class WarmTritonScale:
+    def __init__(self, kernels) -> None:
+        self.kernels = kernels
+        self.out = torch.empty(N, device="cuda")
+
+    def warm(self) -> None:
+        self(torch.zeros(N, device="cuda"))
+
+    def __call__(self, x):
+        self.kernels.scale_warm[(N // TRITON_BLOCK,)](x, self.out, BLOCK=TRITON_BLOCK)
+        return self.out
+
+
+class LazyPinnedBias:
+    """A host staging buffer pinned on the first call: with no warm-up, inside the capture."""
+
+    def __init__(self) -> None:
+        self.bias_source = torch.linspace(-1.0, 1.0, N)
+        self.bias_host = None
+        self.bias = torch.empty(N, device="cuda")
+
+    def __call__(self, x):
+        if self.bias_host is None:
+            self.bias_host = self.bias_source.pin_memory()  # hazard: GD203
+        self.bias.copy_(self.bias_host, non_blocking=True)
+        return x + self.bias
+
+
+class ColdCompiledActivation:
+    """A torch.compile'd module first called inside the capture: Dynamo and Inductor compile there."""
+
+    def __init__(self, activation=torch.nn.GELU) -> None:
+        self.act = torch.compile(activation())
+
+    def __call__(self, x):
+        return self.act(x) * 2.0  # hazard: GD203
+
+
+class WarmCompiledActivation(ColdCompiledActivation):
+    def __init__(self) -> None:
+        super().__init__(torch.nn.SiLU)  # code of its own: Dynamo caches compiles per code object
+
+    def warm(self) -> None:
+        self(torch.zeros(N, device="cuda"))
+
+
+# -- GD601 / GD602: torch.compile(mode="reduce-overhead") units ---------------------------------
+
+
+class RunningTotal:
+    """A compiled step that updates a tensor it was not handed as a buffer: the compiler skips CUDA graphs."""
+
+    def __init__(self) -> None:
+        self.total = torch.zeros(N, device="cuda")
+
+    def step(self, x):
+        self.total.add_(x)  # hazard: GD601
+        return self.total * 2.0
+
+
+@torch.compiler.disable
+def _record_norm(y):
+    """A helper hidden from the compiler (what engines do with an op it cannot trace)."""
+    return y
+
+
+class BrokenScale:
+    """A compiled step that calls a compiler-disabled helper: the graph breaks there."""
+
+    def __init__(self) -> None:
+        self.weight = torch.linspace(0.5, 1.5, N, device="cuda")
+
+    def step(self, x):
+        y = x * self.weight
+        y = _record_norm(y)  # hazard: GD602
+        return y + 1.0
+
+
+class CompiledScale:
+    def __init__(self) -> None:
+        self.weight = torch.linspace(0.5, 1.5, N, device="cuda")
+
+    def step(self, x):
+        return x * self.weight
+
+
+def _reduce_overhead(step):
+    return torch.compile(step, mode="reduce-overhead")
+
+
 # -- the targets -----------------------------------------------------------------------------------
 
 
@@ -538,6 +713,10 @@ def hazard_units() -> list[Unit]:
     counter, mean, cache, ring = HostStepCounter(), ReplacedRunningMean(), GrowingCache(), RingCache()
     device_counter, inplace_mean = DeviceStepCounter(), InPlaceRunningMean()
     hidden, declared = UndeclaredCounter(), UndeclaredCounter()
+    streamless, stream = StreamlessKernel(kernels), StreamKernel(kernels)
+    triton_kernels = _sibling("triton_kernels")
+    warm_triton, warm_compiled = WarmTritonScale(triton_kernels), WarmCompiledActivation()
+    total = RunningTotal()
     return [
         _unit("sync_item", PeakNormItem()),
         _unit("clean_sync_item", PeakNormDevice()),
@@ -551,8 +730,8 @@ def hazard_units() -> list[Unit]:
         _unit("clean_frozen_step_counter", device_counter, state=lambda: (device_counter.step,)),
         _unit("replaced_buffer", mean, state=lambda: (mean.mean,)),
         _unit("clean_replaced_buffer", inplace_mean, state=lambda: (inplace_mean.mean,)),
-        _unit("escaped_kernel", StreamlessKernel(kernels)),
-        _unit("clean_escaped_kernel", StreamKernel(kernels)),
+        _unit("escaped_kernel", streamless, setup=streamless.warm),
+        _unit("clean_escaped_kernel", stream, setup=stream.warm),
         _unit("degenerate_capture_path", CaptureFallbackScale()),
         _unit("clean_degenerate_capture_path", CaptureSameScale()),
         _unit("unstable_dropout", TrainingDropout()),
@@ -578,6 +757,22 @@ def hazard_units() -> list[Unit]:
         _unit("stale_output", DriftMonitor(), loop=DriftMonitor.loop),
         _unit("clean_stale_output", CopiedDriftMonitor(), loop=CopiedDriftMonitor.loop),
         _unit("keyed_batch", BatchCompaction(), _batch, keys=(1, 8)),
+        _unit("silent_sync_pageable", PageableNonBlockingBias()),
+        _unit("clean_silent_sync_pageable", PinnedNonBlockingBias()),
+        _unit("silent_sync_strided", StridedPinnedColumn()),
+        _unit("clean_silent_sync_strided", ContiguousPinnedColumn()),
+        _unit("lazy_scratch", LazyScratch()),
+        _unit("clean_lazy_scratch", EagerScratch()),
+        _unit("lazy_triton", ColdTritonScale(triton_kernels)),
+        _unit("clean_lazy_triton", warm_triton, setup=warm_triton.warm),
+        _unit("lazy_pinned", LazyPinnedBias()),
+        _unit("clean_lazy_pinned", PinnedBias()),
+        _unit("lazy_compile", ColdCompiledActivation()),
+        _unit("clean_lazy_compile", warm_compiled, setup=warm_compiled.warm),
+        _unit("compile_skipped_cudagraphs", _reduce_overhead(total.step), state=lambda: (total.total,)),
+        _unit("clean_compile_skipped_cudagraphs", _reduce_overhead(CompiledScale().step)),
+        _unit("compile_graph_break", _reduce_overhead(BrokenScale().step)),
+        _unit("clean_compile_graph_break", _reduce_overhead(CompiledScale().step)),
     ] + (
         [_unit("cupy_sync", CupyDeviceSync()), _unit("clean_cupy_sync", CupyDeviceQuery())] if cupy_available() else []
     )
