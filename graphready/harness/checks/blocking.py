@@ -14,7 +14,10 @@ while the legacy stream has work queued waits for that work too; it is reported 
 
 A line must wait in two traced steps to count: a one-off stall (the OS, a garbage collection) is
 not a sync. A line that computes on the CPU for longer than half a sleep would still look like
-one; 25 ms is far above any line of a warmed-up decode step.
+one, and so would a line starved of CPU while other workers share the machine (seen with ten
+workers on one H100: a CuTeDSL `from_dlpack` line flagged in one run of five). A third step with
+sleeps four times as long settles it: a wait lasts as long as the GPU work queued before it, a
+stall does not grow with it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from graphready.harness.frames import Location
 from graphready.harness.linetrace import SegmentTracer
 
 SLEEP_MS = 50.0
+CONFIRM_SLEEP_MS = 4 * SLEEP_MS
 _CALIBRATION_CYCLES = 1_000_000
 
 
@@ -57,9 +61,10 @@ def _cycles_per_ms(device_index: int) -> float:
 class BlockingProbe:
     """The queued sleeps, the per-line marker and the lines found waiting."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, sleep_ms: float = SLEEP_MS) -> None:
         self.stream = torch.cuda.default_stream(device)
-        self.cycles = int(_cycles_per_ms(device.index) * SLEEP_MS)
+        self.sleep_ms = sleep_ms
+        self.cycles = int(_cycles_per_ms(device.index) * sleep_ms)
         self.sleep_done = torch.cuda.Event()
         self.marker = torch.cuda.Event()
         self.sleeps_until = 0.0  # when the queued sleeps end, on the host clock (an estimate)
@@ -70,15 +75,15 @@ class BlockingProbe:
         """Queue another sleep when less than half of one is left, so the GPU never idles mid-line."""
         if self.sleep_done.query():
             self.sleeps_until = now
-        if self.sleeps_until - now < SLEEP_MS / 2000:
+        if self.sleeps_until - now < self.sleep_ms / 2000:
             with torch.cuda.stream(self.stream):
                 torch.cuda._sleep(self.cycles)
             self.sleep_done.record(self.stream)
-            self.sleeps_until = max(self.sleeps_until, now) + SLEEP_MS / 1000
+            self.sleeps_until = max(self.sleeps_until, now) + self.sleep_ms / 1000
 
     def boundary(self, ended: Location | None, library: str | None) -> None:
         now = time.perf_counter()
-        waited = self.started is not None and now - self.started >= SLEEP_MS / 4000 and self.marker.query()
+        waited = self.started is not None and now - self.started >= self.sleep_ms / 4000 and self.marker.query()
         if waited and ended is not None:
             site = self.sites.setdefault(ended, BlockingSite(detail=library))
             site.count += 1
@@ -87,8 +92,10 @@ class BlockingProbe:
         self.started = time.perf_counter()
 
 
-def _probed_step(step: Callable[[], Any], device: torch.device, root: Path | None) -> dict[Location, BlockingSite]:
-    probe = BlockingProbe(device)
+def _probed_step(
+    step: Callable[[], Any], device: torch.device, root: Path | None, sleep_ms: float = SLEEP_MS
+) -> dict[Location, BlockingSite]:
+    probe = BlockingProbe(device, sleep_ms)
     torch.cuda.synchronize(device)
     probe.top_up(time.perf_counter())
     with SegmentTracer(probe.boundary, root):
@@ -98,7 +105,7 @@ def _probed_step(step: Callable[[], Any], device: torch.device, root: Path | Non
 
 
 def find_blocking(step: Callable[[], Any], device: torch.device, root: Path | None = None) -> dict[Location, BlockingSite]:
-    """Run `step` under the probe; the user lines that waited for the GPU in two steps, with counts.
+    """Run `step` under the probe; the user lines that waited for the GPU in three steps, with counts.
 
     One untraced step on the probe's stream comes first: the caching allocator keeps blocks per
     stream, and a probed step must not be the one that asks the driver for memory.
@@ -110,9 +117,11 @@ def find_blocking(step: Callable[[], Any], device: torch.device, root: Path | No
         step()
         first = _probed_step(step, device, root)
         second = _probed_step(step, device, root) if first else {}
+        candidates = {location: site for location, site in second.items() if location in first}
+        confirmed = _probed_step(step, device, root, CONFIRM_SLEEP_MS) if candidates else {}
     default.wait_stream(side)
     torch.cuda.synchronize(device)
-    return {location: site for location, site in second.items() if location in first}
+    return {location: site for location, site in candidates.items() if location in confirmed}
 
 
 def blocking_message(site: BlockingSite) -> str:
