@@ -192,6 +192,26 @@ def memo_state(test: ast.AST) -> str | None:
     return None
 
 
+def _rebinds_on_change(test: ast.AST, body: list[ast.stmt]) -> bool:
+    """`if self.norm is not norm: self.norm = norm` (or `self.set_norm(norm)`): runs when the object handed
+    in changes, which a steady decode step never does, so its body is one-time set-up like a memo."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot)):
+        return False
+    left, right = test.left, test.comparators[0]
+    if not (isinstance(left, ast.Attribute) and isinstance(left.value, ast.Name) and left.value.id == "self"
+            and isinstance(right, (ast.Name, ast.Attribute))):
+        return False
+    handed_in = ast.unparse(right)
+    for node in (n for stmt in body for n in ast.walk(stmt)):
+        if isinstance(node, ast.Assign) and any(ast.unparse(t) == ast.unparse(left) for t in node.targets):
+            return True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"
+                and any(ast.unparse(arg) == handed_in for arg in node.args)):
+            return True
+    return False
+
+
 def _cached_state(test: ast.AST) -> str | None:
     """The state a cache-hit test reads: `if self.x is not None:`, `if key in self.cache:`,
     `if cache.device == q.device:` (already converted), maybe `and ...`."""
@@ -287,6 +307,8 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
                         cold(rest)
                         visit(stmt.body)
                         return
+                elif _rebinds_on_change(stmt.test, stmt.body) and not stmt.orelse:
+                    cold(stmt.body)
                 elif (state := memo_state(stmt.test)) and _stores_result(stmt.body, global_names):
                     cold(stmt.body)
                     if _builds_tensors(stmt.body, names):

@@ -127,6 +127,22 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
                 self._axis_map = torch.tensor([0, 1, 2], device=q.device)
                 return self._axis_map
         """, ("self._axis_map = torch", "axis_map = torch"), {"GR302"}),
+    # muse_spark_fp4_moe: a setter called only when the norm module handed in changes (once, at the first step)
+    "set-up when the handed-in module changes": ("""
+        class Experts:
+            def __init__(self):
+                self._norm = None
+                self._norm_weight = torch.ones(8)
+
+            def forward(self, h: torch.Tensor, norm):
+                if self._norm is not norm:
+                    self.set_norm(norm)
+                return h * self._norm_weight
+
+            def set_norm(self, norm):
+                self._norm = norm
+                self._norm_weight = self._norm_weight * norm.weight.to(torch.bfloat16)
+        """, ("if self._norm is not norm:", "if norm is not None:"), {"GR306"}),
 }
 
 

@@ -226,11 +226,12 @@ def hot_functions(project: Path) -> list[str]:
 
 @pytest.mark.parametrize("name", ENGINE_FIXTURES)
 def test_engine_fixture_without_its_profile_is_noisy(tmp_path, name):
-    """The same tree with the old `*:*.forward` recipe: what the profile's scope model removes."""
+    """The same tree with the naive recipe (every `forward` and MoE `apply`): what the profile's scope model removes."""
     project = tmp_path / name
     import shutil
 
     shutil.copytree(REPO / "tests" / "fixtures" / name, project)
-    (project / "pyproject.toml").write_text('[tool.graphready]\nhot-paths = ["*:*.forward"]\n')
+    naive = '"*:*.forward", "*:*.apply"' if name == "sglang_like" else '"*:*.forward"'
+    (project / "pyproject.toml").write_text(f"[tool.graphready]\nhot-paths = [{naive}]\n")
     _, doc = lint_json(project, tmp_path / "out.json")
     assert reported(doc) > expected_findings(project)  # every marked hazard, plus the noise
