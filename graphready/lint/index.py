@@ -19,7 +19,7 @@ from graphready.lint.attrtypes import (
 from graphready.lint.astwalk import walk_body
 from graphready.lint.deep import python_limits
 from graphready.lint.regions import (
-    Guards, capture_bodies, falsy_when_captured, function_regions, with_predicates, within,
+    Guards, capture_bodies, falsy_when_captured, function_regions, returns_none, with_predicates, within,
 )
 from graphready.lint.resolve import ImportMap
 from graphready.lint.torchnames import TENSOR, annotation_kind
@@ -64,6 +64,7 @@ class FunctionInfo:
     excluded: list[tuple[int, int]] = field(default_factory=list)
     memo: list[tuple[int, str]] = field(default_factory=list)  # one-time-init tests: (line, state guarded)
     cold_spans: list[tuple[int, int, int, int]] = field(default_factory=list)  # eager-only operands
+    empty_when_captured: list[str] = field(default_factory=list)  # locals only filled on eager lines
     capture_bodies: list[tuple[int, int]] = field(default_factory=list)
     mentions_graph: bool = False
     declares_global: bool = False
@@ -234,6 +235,7 @@ class _ModuleIndexer:
         self.guards = guards
         self.names = ImportMap(module, is_package)
         self.tables: dict[str, list[str]] = {}  # module-level {kind: LayerClass} tables
+        self.none_methods: set[str] = set()  # methods of the class being indexed that return None when captured
 
     def run(self, tree: ast.Module) -> ModuleIndex:
         self.names.collect(tree)
@@ -284,7 +286,20 @@ class _ModuleIndexer:
                 kind = annotation_kind(ast.unparse(stmt.annotation))
                 if kind:
                     info.field_kinds[stmt.target.id] = kind
+        outer_methods = self.none_methods
+        self.none_methods = {stmt.name for stmt in node.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+                             and self._returns_none_when_captured(stmt)}
         self._definitions(node.body, f"{qualname}.", info)
+        self.none_methods = outer_methods
+
+    def _returns_none_when_captured(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """Every `return` on a captured line gives None (or a tuple of them): `if is_decode(): return None, None`."""
+        body_nodes = list(walk_body(node.body))
+        global_names = {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
+        guards = self.guards.with_aliases(body_nodes, self.names)
+        excluded = function_regions(node, guards, self.names, global_names, body_nodes).excluded
+        returns = [r for r in body_nodes if isinstance(r, ast.Return) and not within(r.lineno, excluded)]
+        return bool(returns) and all(returns_none(r.value) for r in returns)
 
     def _function(self, node, prefix: str, class_info: ClassInfo | None, outer: Guards | None = None) -> None:
         qualname = f"{prefix}{node.name}"
@@ -294,7 +309,7 @@ class _ModuleIndexer:
         def_line = self.lines[node.lineno - 1] if node.lineno - 1 < len(self.lines) else ""
         guards = (outer or self.guards).with_aliases(body_nodes, self.names)
         regions = function_regions(node, guards, self.names, global_names, body_nodes)
-        dead_when_captured = falsy_when_captured(body_nodes, regions.excluded)
+        dead_when_captured = falsy_when_captured(body_nodes, regions.excluded, self.none_methods)
         if dead_when_captured:
             guards = Guards.of(guards.eager_if | dead_when_captured, guards.captured_if)
             regions = function_regions(node, guards, self.names, global_names, body_nodes)
@@ -314,6 +329,7 @@ class _ModuleIndexer:
             excluded=regions.excluded,
             memo=regions.memo,
             cold_spans=regions.cold_spans,
+            empty_when_captured=sorted(dead_when_captured),
             capture_bodies=capture_bodies(body_nodes, self.names),
             declares_global=bool(global_names),
         )

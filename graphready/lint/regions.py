@@ -346,21 +346,62 @@ def _short_circuited(body_nodes: list[ast.AST], guards: Guards, names: ImportMap
     return spans
 
 
-def falsy_when_captured(body_nodes: list[ast.AST], excluded: list[tuple[int, int]]) -> set[str]:
-    """Variables set from the device only on eager lines and to False/None/0 on every captured one
-    (`if not capturing: any_visual = mask.any() else: any_visual = False`): their true branch is eager."""
+FILLING_METHODS = {"append", "extend", "insert", "update", "add"}
+
+
+def _empty_literal(node: ast.AST) -> bool:
+    return ((isinstance(node, ast.Constant) and not node.value)
+            or (isinstance(node, (ast.List, ast.Tuple, ast.Set)) and not node.elts)
+            or (isinstance(node, ast.Dict) and not node.keys))
+
+
+def returns_none(value: ast.AST | None) -> bool:
+    """`return`, `return None`, `return None, None`."""
+    if value is None or (isinstance(value, ast.Constant) and value.value is None):
+        return True
+    return isinstance(value, ast.Tuple) and all(returns_none(element) for element in value.elts)
+
+
+def _names(target: ast.AST) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _names(element)]
+    return []
+
+
+def _set_or_filled(node: ast.AST, none_methods: set[str]) -> list[tuple[str, bool, bool]]:
+    """(name, stays falsy, takes an eager value) for each name this statement gives a value: `x = False`,
+    `x = []`, `x.append(v)`, `a, b = self.collect(batch)` where `collect` returns None when captured (and
+    its other values on eager lines)."""
+    if isinstance(node, ast.Assign):
+        value = node.value
+        from_none_method = (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                            and value.func.attr in none_methods
+                            and isinstance(value.func.value, ast.Name) and value.func.value.id == "self")
+        falsy = from_none_method or _empty_literal(value)
+        return [(name, falsy, from_none_method) for target in node.targets for name in _names(target)]
+    if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        return [(node.target.id, False, False)]
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FILLING_METHODS
+            and isinstance(node.func.value, ast.Name)):
+        return [(node.func.value.id, False, False)]
+    return []
+
+
+def falsy_when_captured(body_nodes: list[ast.AST], excluded: list[tuple[int, int]],
+                        none_methods: set[str] = frozenset()) -> set[str]:
+    """Variables given a value only on eager lines and False/None/0/empty on every captured one
+    (`if not capturing: any_visual = mask.any() else: any_visual = False`; `pad = []` filled only under
+    `if batch.mm_inputs is not None:`): their true branch is eager, and a copy of them copies nothing."""
     verdict: dict[str, tuple[bool, bool]] = {}  # name -> (every hot value falsy, some value on a cold line)
     for node in body_nodes:
-        if not isinstance(node, ast.Assign):
-            continue
-        for target in node.targets:
-            if isinstance(target, ast.Name):
-                falsy, eager = verdict.get(target.id, (True, False))
-                if within(node.lineno, excluded):
-                    verdict[target.id] = (falsy, True)
-                else:
-                    constant = isinstance(node.value, ast.Constant) and not node.value.value
-                    verdict[target.id] = (falsy and constant, eager)
+        for name, stays_falsy, eager_value in _set_or_filled(node, none_methods):
+            falsy, eager = verdict.get(name, (True, False))
+            if within(node.lineno, excluded):
+                verdict[name] = (falsy, True)
+            else:
+                verdict[name] = (falsy and stays_falsy, eager or eager_value)
     return {name for name, (falsy, eager) in verdict.items() if falsy and eager}
 
 

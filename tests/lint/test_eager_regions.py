@@ -127,6 +127,32 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
                 self._axis_map = torch.tensor([0, 1, 2], device=q.device)
                 return self._axis_map
         """, ("self._axis_map = torch", "axis_map = torch"), {"GR302"}),
+    # ernie45_vl: a list filled only for multimodal batches, then copied to the GPU (empty in decode)
+    "list filled only on eager lines": ("""
+        class Model:
+            def forward(self, ids: torch.Tensor, batch):
+                pad_values = []
+                if batch.visual_token_mask is not None:
+                    for item in batch.items:
+                        pad_values.extend(item.padding_values())
+                placeholder = torch.as_tensor(pad_values, device=ids.device)
+                return torch.cat([ids, placeholder])
+        """, ("if batch.visual_token_mask is not None:", "if batch.items:"), {"GR302"}),
+    # moss_vl: a helper that returns Nones for decode batches; what its results guard is prefill work
+    "helper returns None when captured": ("""
+        class Model:
+            def collect(self, batch):
+                if batch.forward_mode == ForwardMode.DECODE:
+                    return None, None
+                return batch.pixels, batch.grid
+
+            def forward(self, h: torch.Tensor, batch):
+                pixels, grid = self.collect(batch)
+                if pixels is not None:
+                    frames = int(grid[0].item())
+                    h = h[:frames]
+                return h
+        """, ("return None, None", "return batch.pixels, None"), {"GR101"}),
     # muse_spark_fp4_moe: a setter called only when the norm module handed in changes (once, at the first step)
     "set-up when the handed-in module changes": ("""
         class Experts:

@@ -38,7 +38,8 @@ class PageableH2D(Rule):
         if name in ("torch.tensor", "torch.as_tensor"):
             device = keyword(node, "device")
             data = next(iter(positional(node)), None)
-            if device_kind(device, ctx.env) in DEVICE_TARGETS and data is not None and not ctx.env.is_tensor(data):
+            empty = isinstance(data, cst.Name) and data.value in ctx.function.empty_when_captured
+            if device_kind(device, ctx.env) in DEVICE_TARGETS and data is not None and not ctx.env.is_tensor(data) and not empty:
                 ctx.report(node, f"`{name}(<host data>, device=...)` copies from pageable host memory; {self.ADVICE}")
             return
         if not isinstance(node.func, cst.Attribute):
