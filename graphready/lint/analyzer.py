@@ -40,6 +40,7 @@ class FileJob:
     class_fields: dict[str, dict[str, str]] = field(default_factory=dict)
     unwarmed: set[str] = field(default_factory=set)  # hot through a capture with no warm-up call
     warmed: set[str] = field(default_factory=set)  # hot through a capture after a warm-up call
+    host_params: dict[str, list[str]] = field(default_factory=dict)  # function key -> params its hot callers fill with host data
 
 
 MULTI_DEVICE = re.compile(r"set_device\(|torch\.cuda\.device\(|[\"']cuda:\d|f[\"']cuda:\{|device_count\(\)"
@@ -94,7 +95,7 @@ class FileAnalyzer:
                 env = envs.get(info.qualname)
             if env is None:
                 env = TensorEnv(facts)
-                env.learn_function(parsed.function, self._scan(info, parsed))
+                env.learn_function(parsed.function, self._scan(info, parsed), set(self.job.host_params.get(info.key, ())))
             ctx = RuleContext(info, hot, env, facts)
             _run_rules(parsed.function, ctx)
             spans = locate(parsed.module, [hit.node for hit in ctx.pending])
@@ -161,7 +162,7 @@ class FileAnalyzer:
         for _ in range(2):  # attributes can be derived from other attributes
             for info, parsed, scan in methods:
                 env = envs[info.qualname] = TensorEnv(facts)
-                env.learn_function(parsed.function, scan)
+                env.learn_function(parsed.function, scan, set(self.job.host_params.get(info.key, ())))
                 for attr, node, value, augmented in scan.attribute_writes:
                     kind = env.kind(value)
                     if kind in (TENSOR, BOOL) and not augmented:

@@ -264,7 +264,8 @@ class LintRun:
                 continue
             hot_keys = {info.key for info, is_hot in targets if is_hot}
             warm_up = (hot_keys & hot.unwarmed, hot_keys & hot.warmed)
-            key = repr((sorted((i.key, h) for i, h in targets), [sorted(w) for w in warm_up], project_salt))
+            host_params = {k: sorted(hot.host_params[k]) for k in sorted(hot_keys & hot.host_params.keys())}
+            key = repr((sorted((i.key, h) for i, h in targets), [sorted(w) for w in warm_up], host_params, project_salt))
             entry = self.cache.get(source.rel, source.digest)
             if entry is not None and key in entry.analysis:
                 results[source.rel] = entry.analysis[key]
@@ -273,7 +274,8 @@ class LintRun:
 
             job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
                           index.global_containers, index.classes,
-                          targets, index.functions, hot_keys, tensor_functions, autograd, class_fields, *warm_up)
+                          targets, index.functions, hot_keys, tensor_functions, autograd, class_fields, *warm_up,
+                          host_params)
             pending.append((source, key, job))
         for (source, key, _), hits in zip(pending, _map(_analyze_job, [p[2] for p in pending], self.jobs)):
             results[source.rel] = hits

@@ -23,6 +23,7 @@ class HotSet:
     excluded: set[str] = field(default_factory=set)  # matched by exclude-roots and left cold
     unwarmed: set[str] = field(default_factory=set)  # first reached from a capture with no warm-up call
     warmed: set[str] = field(default_factory=set)  # first reached from a capture after a warm-up call
+    host_params: dict[str, set[str]] = field(default_factory=dict)  # parameters every hot call passes host data
 
     def __contains__(self, key: str) -> bool:
         return key in self.chains
@@ -208,6 +209,24 @@ def _excluded(patterns: list[str], key: str) -> bool:
     return False
 
 
+def _host_params(target: FunctionInfo, site: CallSite) -> set[str]:
+    """The target's parameters this call fills with host-named data (`f(meta.num_tokens_cpu)`)."""
+    params = target.params
+    bound = params[:1] in (["self"], ["cls"])
+    if bound and site.kind == "name" and not target.qualname.endswith((".__init__", ".__call__")):
+        return set()  # `Class.method(obj, ...)`: where `self` goes is not known here
+    skip = 1 if bound else 0
+    names = set()
+    for arg in site.host_args:
+        if arg.isdigit():
+            position = int(arg) + skip
+            if position < len(params):
+                names.add(params[position])
+        else:
+            names.add(arg)
+    return names
+
+
 def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = None) -> HotSet:
     """Roots (config patterns, markers, capture bodies), then everything they call.
 
@@ -259,10 +278,14 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
             for target, target_self in project.resolve_bound(caller, site, self_class):
                 if project.functions[target].memoized or (target not in hot.chains and cold(target)):
                     continue
+                passed_host = _host_params(project.functions[target], site)
+                hot.host_params[target] = hot.host_params.get(target, passed_host) & passed_host
                 add(target, [*hot.chains[key], target])
                 queue.append((target, target_self))
                 if target != key:
                     hot.callers.setdefault(target, set()).add(key)
+    hot.host_params = {key: params for key, params in hot.host_params.items()
+                       if params and len(hot.chains[key]) > 1}  # a root is also called from outside the project
     from_capture = {key: chain[1] for key, chain in hot.chains.items()
                     if len(chain) > 1 and chain[0].endswith("[graph capture]")}
     hot.unwarmed = {key for key, root in from_capture.items() if root in unwarmed_roots}

@@ -22,7 +22,7 @@ from graphready.lint.regions import (
     Guards, capture_bodies, falsy_when_captured, function_regions, returns_none, with_predicates, within,
 )
 from graphready.lint.resolve import ImportMap
-from graphready.lint.torchnames import TENSOR, annotation_kind
+from graphready.lint.torchnames import HOST_NAME, TENSOR, annotation_kind
 
 HOT_COMMENT = re.compile(r"#\s*graphready:\s*hot\b")
 HOT_DECORATORS = {"graphready.hot_path", "graphready.markers.hot_path"}
@@ -45,6 +45,7 @@ class CallSite:
     target: str
     method: str = ""
     capture: bool = False  # inside a torch.cuda.graph body, or passed to make_graphed_callables
+    host_args: list[str] = field(default_factory=list)  # positions ("0") and keywords given host-named data
 
 
 @dataclass
@@ -61,6 +62,7 @@ class FunctionInfo:
     returns_tensor: bool = False
     returns_class: str | None = None  # `-> Layer` or `return Layer(...)`: what a builder method makes
     calls: list[CallSite] = field(default_factory=list)
+    params: list[str] = field(default_factory=list)  # positional parameters, `self` included
     excluded: list[tuple[int, int]] = field(default_factory=list)
     memo: list[tuple[int, str]] = field(default_factory=list)  # one-time-init tests: (line, state guarded)
     cold_spans: list[tuple[int, int, int, int]] = field(default_factory=list)  # eager-only operands
@@ -180,6 +182,7 @@ class _FunctionScanner:
         capture = self.info.captures(line)
         site = self._site_for(call.func, capture, line)
         if site:
+            site.host_args = _host_args(call)
             self.info.calls.append(site)
         if _call_name(call, self.names) == "torch.cuda.make_graphed_callables" and call.args:
             first = call.args[0]
@@ -226,6 +229,15 @@ def _attrs_read_in(body_nodes: list[ast.AST], ranges: list[tuple[int, int]]) -> 
             if ranges and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
             and node.value.id == "self" and isinstance(node.ctx, ast.Load)
             and within(node.lineno, ranges)}
+
+
+def _host_args(call: ast.Call) -> list[str]:
+    """Arguments named like host mirrors (`meta.expert_num_tokens_cpu`, `seq_lens_cpu`): by position or keyword."""
+    def host_named(value: ast.AST) -> bool:
+        name = value.attr if isinstance(value, ast.Attribute) else value.id if isinstance(value, ast.Name) else None
+        return bool(name and HOST_NAME.search(name))
+    found = [str(position) for position, arg in enumerate(call.args) if host_named(arg)]
+    return found + [kw.arg for kw in call.keywords if kw.arg and host_named(kw.value)]
 
 
 class _ModuleIndexer:
@@ -332,6 +344,7 @@ class _ModuleIndexer:
             empty_when_captured=sorted(dead_when_captured),
             capture_bodies=capture_bodies(body_nodes, self.names),
             declares_global=bool(global_names),
+            params=[a.arg for a in [*node.args.posonlyargs, *node.args.args]],
         )
         text = "\n".join(self.lines[info.lineno - 1:info.end_lineno])
         info.mentions_graph = bool(GRAPH_TEXT.search(text))

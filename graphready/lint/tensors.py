@@ -9,7 +9,6 @@ needs a tensor). Whether a host tensor is pinned is tracked separately, for host
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -19,7 +18,7 @@ from graphready.lint.cstwalk import nodes
 from graphready.lint.resolve import ImportMap
 from graphready.lint.torchnames import FACTORIES, NON_TENSOR_TORCH, NON_TENSOR_TORCH_PREFIXES
 
-from graphready.lint.torchnames import BOOL, HOST, SCALAR, TENSOR, TENSORS, annotation_kind  # noqa: F401 (re-exported)
+from graphready.lint.torchnames import BOOL, HOST, HOST_NAME, SCALAR, TENSOR, TENSORS, annotation_kind  # noqa: F401 (re-exported)
 PAGEABLE, PINNED = "pageable", "pinned"
 
 NON_TENSOR_METHODS = {
@@ -39,8 +38,6 @@ BOOL_OPS = {
     "logical_xor", "any", "all", "isin", "isclose", "signbit", "isneginf", "isposinf",
 }
 DEVICE_EXPRESSIONS = (cst.SimpleString, cst.FormattedString, cst.Call, cst.Subscript)
-# `seq_lens_cpu`, `cpu_positions`, `ids_np`, `lens_list`: the engines' names for host mirrors
-HOST_NAME = re.compile(r"(?:^|_)(?:cpu|np|numpy|host|list|lst)$|^(?:cpu|np|host)_|_cpu_")
 HOST_MODULES = ("numpy.", "np.")
 HOST_RESULT_METHODS = {"numpy", "tolist", "cpu", "pin_memory"}
 # torch functions that return a tuple whose every element is a tensor
@@ -139,8 +136,13 @@ class TensorEnv:
         return resolved
 
     # -- learning -----------------------------------------------------------------------
-    def learn_function(self, func: cst.FunctionDef, scan: FunctionScan | None = None) -> None:
+    def learn_function(self, func: cst.FunctionDef, scan: FunctionScan | None = None,
+                       host_params: frozenset[str] | set[str] = frozenset()) -> None:
+        """Kinds of the function's locals; `host_params` are the parameters every hot caller passes host data."""
         for param in [*func.params.posonly_params, *func.params.params, *func.params.kwonly_params]:
+            if param.name.value in host_params:
+                self.locals[param.name.value] = HOST
+                continue
             if param.annotation is not None:
                 kind = self.annotation_kind(param.annotation.annotation)
                 if kind:
@@ -335,8 +337,8 @@ class TensorEnv:
             receiver = self.kind(func.value)
             if method in HOST_RESULT_METHODS:
                 return HOST
-            if receiver == HOST and method not in ("cuda", "to"):
-                return HOST
+            if receiver == HOST:
+                return TENSOR if method == "cuda" or (method == "to" and _moves_device(call, self)) else HOST
             if receiver in (TENSOR, BOOL):
                 if method in NON_TENSOR_METHODS:
                     return SCALAR
@@ -362,6 +364,10 @@ class TensorEnv:
                 return None
             if short in BOOL_OPS or _dtype_is_bool(call, self):
                 return BOOL
+            if keyword(call, "device") is None:
+                kinds = {self.kind(arg.value) for arg in call.args if arg.keyword is None}
+                if HOST in kinds and not kinds & {TENSOR, BOOL, TENSORS}:
+                    return HOST  # `torch.sum(counts_cpu)`: a torch op on host tensors stays on the host
             return TENSOR
         if name.startswith("math."):
             return SCALAR
@@ -398,6 +404,19 @@ class TensorEnv:
                 return None
             return PINNED if is_true(keyword(node, "pin_memory")) else PAGEABLE
         return None
+
+
+def _moves_device(call: cst.Call, env: "TensorEnv") -> bool:
+    """`.to(device)`, `.to("cuda")`, `.to(other)`; not `.to(torch.int64)` or `.to(dtype=...)`."""
+    if keyword(call, "device") is not None:
+        return True
+    for arg in call.args:
+        if arg.keyword is not None:
+            continue
+        name = env.qualname(arg.value) or ""
+        if not (name.startswith("torch.") and name.count(".") == 1 and name[6:7].islower()):
+            return True
+    return False
 
 
 def _dtype_is_bool(call: cst.Call, env: TensorEnv) -> bool:

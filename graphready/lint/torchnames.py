@@ -10,6 +10,8 @@ import re
 # Kinds of values, as the rules' type inference (lint/tensors.py) and the index use them.
 TENSOR, BOOL, SCALAR, HOST = "tensor", "bool", "scalar", "host"
 TENSORS = "tensors"  # a list/tuple/dict of tensors: indexing or iterating it gives a TENSOR
+# `seq_lens_cpu`, `cpu_positions`, `ids_np`, `lens_list`: the engines' names for host mirrors
+HOST_NAME = re.compile(r"(?:^|_)(?:cpu|np|numpy|host|list|lst)$|^(?:cpu|np|host)_|_cpu_")
 
 NON_TENSOR_TORCH = {
     "is_tensor", "is_storage", "device", "dtype", "Size", "get_default_dtype", "set_default_dtype",

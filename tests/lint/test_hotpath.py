@@ -228,3 +228,28 @@ def test_unreachable_load_code_is_not_checked(lint_project):
             return torch.zeros(3) * scale
         """)}
     assert lint_project(files).findings == []
+
+
+def test_parameters_every_hot_caller_fills_with_host_mirrors_are_host(lint_project):
+    """vLLM's deep_gemm_utils: a helper `.item()`s a tensor that its only hot caller passes as
+    `meta.expert_num_tokens_cpu`; torch ops on it stay on the host. One device caller makes it a sync."""
+    helper = _src("""
+        import torch
+
+        def round_up_and_sum(counts: torch.Tensor, alignment: int) -> int:
+            rounded = (counts.to(torch.int64) + (alignment - 1)) // alignment * alignment
+            return torch.sum(rounded).item()
+        """)
+    host_caller = _src("""
+        from pkg.util import round_up_and_sum
+
+        class Experts:
+            def apply(self, x, meta):
+                return x[: round_up_and_sum(meta.expert_num_tokens_cpu, alignment=128)]
+        """)
+    device_caller = host_caller.replace("meta.expert_num_tokens_cpu", "meta.expert_num_tokens")
+    table = {"hot-paths": ["pkg.moe:*.apply"]}
+    quiet = lint_project({"pkg/__init__.py": "", "pkg/util.py": helper, "pkg/moe.py": host_caller}, table)
+    assert quiet.findings == []
+    loud = lint_project({"pkg/moe.py": device_caller}, table)
+    assert [(f.path, f.line, f.rule) for f in loud.findings] == [("pkg/util.py", 5, "GR101")]
