@@ -18,8 +18,8 @@ from pathlib import Path
 from graphready.config import load_config
 from graphready.errors import UsageError
 from graphready.harness.isolation import UnitInfo
-from graphready.lint.hotpath import Project
-from graphready.lint.reach import function_at, index_project, project_path, reachable
+from graphready.lint.scope.hotpath import Project
+from graphready.lint.scope.reach import function_at, index_project, project_path, reachable
 
 HUNK = re.compile(r"@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 WHOLE_FILE = None

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphready import __version__
-from graphready.lint.candidate import Candidate
+from graphready.lint.analysis.candidate import Candidate
 from graphready.lint.datacodec import ShapeError, decode, encode
-from graphready.lint.index import ModuleIndex
+from graphready.lint.scope.index import ModuleIndex
 
 CACHE_DIR = ".graphready_cache"
 FORMAT = "graphready-lint-cache"

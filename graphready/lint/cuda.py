@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from graphready.lint.candidate import Candidate
+from graphready.lint.analysis.candidate import Candidate
 
 COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 LAUNCH = re.compile(r"<<<(?P<config>.*?)>>>", re.DOTALL)

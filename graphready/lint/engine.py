@@ -13,16 +13,16 @@ from graphready.config import Config
 from graphready.findings import Finding, Severity
 from graphready.lint.baseline import apply_baseline, assign_fingerprints, load_baseline
 from graphready.lint.cache import CacheEntry, LintCache, digest
-from graphready.lint.candidate import Candidate
+from graphready.lint.analysis.candidate import Candidate
 from graphready.errors import InternalError, UsageError
 from graphready.lint.cuda import CUDA_SUFFIXES, scan_cuda
-from graphready.lint.deep import call_deep
+from graphready.lint.analysis.deep import call_deep
 from graphready.lint.files import discover, module_name, relative
-from graphready.lint.hotpath import HotSet, Project, _matches as matches_root, find_hot
-from graphready.lint.index import ModuleIndex, index_module
+from graphready.lint.scope.hotpath import HotSet, Project, _matches as matches_root, find_hot
+from graphready.lint.scope.index import ModuleIndex, index_module
 from graphready.sourcefile import SourceText, read_source
-from graphready.lint.regions import Guards
-from graphready.lint.candidate import PARSE_ERROR, UNUSED_SUPPRESSION
+from graphready.lint.scope.regions import Guards
+from graphready.lint.analysis.candidate import PARSE_ERROR, UNUSED_SUPPRESSION
 from graphready.lint.suppressions import parse_suppressions
 
 AUTOGRAD_FUNCTION = "torch.autograd.Function"
@@ -82,7 +82,7 @@ def _index_job(args: tuple[str, str, str, Guards, bool]) -> ModuleIndex:
 
 
 def _analyze_job(job) -> list[Candidate]:
-    from graphready.lint.analyzer import analyze_file  # libcst loads only when something is parsed
+    from graphready.lint.analysis.analyzer import analyze_file  # libcst loads only when something is parsed
 
     try:
         return call_deep(analyze_file, job)
@@ -270,7 +270,7 @@ class LintRun:
             if entry is not None and key in entry.analysis:
                 results[source.rel] = entry.analysis[key]
                 continue
-            from graphready.lint.analyzer import FileJob
+            from graphready.lint.analysis.analyzer import FileJob
 
             job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
                           index.global_containers, index.classes,

@@ -7,7 +7,7 @@ import pytest
 
 from graphready.cli import main
 from graphready.errors import EXIT_INTERNAL
-from graphready.lint import analyzer
+from graphready.lint.analysis import analyzer
 
 HOT = "import torch\nfrom graphready import hot_path\n\n\n@hot_path\ndef step(x: torch.Tensor):\n    return x * 2\n"
 

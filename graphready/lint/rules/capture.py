@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphready.lint.context import RuleContext
-from graphready.lint.cstwalk import nodes, walk
+from graphready.lint.analysis.context import RuleContext
+from graphready.lint.analysis.cstwalk import nodes, walk
 from graphready.lint.rules.base import Rule
 
 GRAPH_CONTEXT = "torch.cuda.graph"
@@ -112,7 +112,7 @@ class LazyInit(Rule):
     warm-up may make the first call; warning when a capture body reaches it with no warm-up call."""
 
     code = "GR603"
-    scope = "memo"  # the index found the one-time tests (lint/regions.py); hits elsewhere are dropped
+    scope = "memo"  # the index found the one-time tests (lint/scope/regions.py); hits elsewhere are dropped
 
     def visit_If(self, node: cst.If, ctx: RuleContext) -> None:
         if not ctx.function.memo or ctx.function.key in ctx.facts.warmed:

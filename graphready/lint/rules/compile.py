@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphready.lint.context import RuleContext
+from graphready.lint.analysis.context import RuleContext
 from graphready.lint.rules.base import Rule
-from graphready.lint.tensors import self_attr
-from graphready.lint.torchnames import LOCK_TYPES
+from graphready.lint.inference.tensors import self_attr
+from graphready.lint.inference.torchnames import LOCK_TYPES
 
 JIT_CALLS = {
     "torch.utils.cpp_extension.load": "`cpp_extension.load`",

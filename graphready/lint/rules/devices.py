@@ -6,9 +6,9 @@ import re
 
 import libcst as cst
 
-from graphready.lint.context import RuleContext
+from graphready.lint.analysis.context import RuleContext
 from graphready.lint.rules.base import Rule
-from graphready.lint.tensors import device_kind, dotted, keyword, positional, self_attr
+from graphready.lint.inference.tensors import device_kind, dotted, keyword, positional, self_attr
 
 
 class CrossDevice(Rule):

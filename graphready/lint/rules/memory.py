@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphready.lint.context import RuleContext
+from graphready.lint.analysis.context import RuleContext
 from graphready.lint.rules.base import Rule
-from graphready.lint.tensors import PAGEABLE, PYTHON_SCALAR_BUILTINS, SCALAR, device_kind, keyword, positional, self_attr
-from graphready.lint.torchnames import FACTORIES
+from graphready.lint.inference.tensors import PAGEABLE, PYTHON_SCALAR_BUILTINS, SCALAR, device_kind, keyword, positional, self_attr
+from graphready.lint.inference.torchnames import FACTORIES
 
 ALLOCATING_FACTORIES = FACTORIES - {"from_numpy", "asarray"}
 NEW_METHODS = {"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "new_empty_strided"}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphready.lint.context import RuleContext
+from graphready.lint.analysis.context import RuleContext
 from graphready.lint.rules.base import Rule
-from graphready.lint.tensors import BOOL, SCALAR, keyword, positional
+from graphready.lint.inference.tensors import BOOL, SCALAR, keyword, positional
 
 DYNAMIC_OPS = {"nonzero", "bincount", "unique", "unique_consecutive", "masked_select", "argwhere"}
 ADVICE = {

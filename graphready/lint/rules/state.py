@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphready.lint.context import RuleContext
+from graphready.lint.analysis.context import RuleContext
 from graphready.lint.rules.base import Rule
-from graphready.lint.tensors import mentions_name, mentions_self_attr, positional, self_attr
+from graphready.lint.inference.tensors import mentions_name, mentions_self_attr, positional, self_attr
 
 CONSTRUCTORS = ("__init__", "__post_init__", "__new__", "__setstate__")
 GROWING_METHODS = {"append", "extend", "insert", "appendleft", "add", "setdefault"}

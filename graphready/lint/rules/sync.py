@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphready.lint.context import RuleContext
-from graphready.lint.cstwalk import nodes
+from graphready.lint.analysis.context import RuleContext
+from graphready.lint.analysis.cstwalk import nodes
 from graphready.lint.rules.base import Rule
-from graphready.lint.tensors import device_kind, positional, keyword
+from graphready.lint.inference.tensors import device_kind, positional, keyword
 
 
 class HostSync(Rule):

@@ -14,11 +14,11 @@ from typing import Callable
 
 import libcst as cst
 
-from graphready.lint.cstwalk import nodes
-from graphready.lint.resolve import ImportMap
-from graphready.lint.torchnames import FACTORIES, NON_TENSOR_TORCH, NON_TENSOR_TORCH_PREFIXES
+from graphready.lint.analysis.cstwalk import nodes
+from graphready.lint.scope.resolve import ImportMap
+from graphready.lint.inference.torchnames import FACTORIES, NON_TENSOR_TORCH, NON_TENSOR_TORCH_PREFIXES
 
-from graphready.lint.torchnames import BOOL, HOST, HOST_NAME, SCALAR, TENSOR, TENSORS, annotation_kind  # noqa: F401 (re-exported)
+from graphready.lint.inference.torchnames import BOOL, HOST, HOST_NAME, SCALAR, TENSOR, TENSORS, annotation_kind  # noqa: F401 (re-exported)
 PAGEABLE, PINNED = "pageable", "pinned"
 
 NON_TENSOR_METHODS = {

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from graphready.lint.candidate import Candidate
-from graphready.lint.context import FileFacts, Pending, RuleContext
-from graphready.lint.cstwalk import locate, nodes, walk
-from graphready.lint.index import ClassInfo, FunctionInfo
-from graphready.lint.resolve import ImportMap
-from graphready.lint.candidate import PARSE_ERROR
+from graphready.lint.analysis.candidate import Candidate
+from graphready.lint.analysis.context import FileFacts, Pending, RuleContext
+from graphready.lint.analysis.cstwalk import locate, nodes, walk
+from graphready.lint.scope.index import ClassInfo, FunctionInfo
+from graphready.lint.scope.resolve import ImportMap
+from graphready.lint.analysis.candidate import PARSE_ERROR
 from graphready.lint.rules import ALL_RULES
-from graphready.lint.tensors import BOOL, SCALAR, TENSOR, FunctionScan, TensorEnv, mentions_name, mentions_self_attr, scan_function
-from graphready.lint.torchnames import is_tensor_callee
+from graphready.lint.inference.tensors import BOOL, SCALAR, TENSOR, FunctionScan, TensorEnv, mentions_name, mentions_self_attr, scan_function
+from graphready.lint.inference.torchnames import is_tensor_callee
 
 
 @dataclass

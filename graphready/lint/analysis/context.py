@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from graphready.lint.candidate import Candidate
-from graphready.lint.cstwalk import Span
-from graphready.lint.index import FunctionInfo
-from graphready.lint.tensors import Facts, TensorEnv
-from graphready.lint.torchnames import LOCK_TYPES
+from graphready.lint.analysis.candidate import Candidate
+from graphready.lint.analysis.cstwalk import Span
+from graphready.lint.scope.index import FunctionInfo
+from graphready.lint.inference.tensors import Facts, TensorEnv
+from graphready.lint.inference.torchnames import LOCK_TYPES
 
 
 class FileFacts(Facts):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-# Kinds of values, as the rules' type inference (lint/tensors.py) and the index use them.
+# Kinds of values, as the rules' type inference (lint/inference/tensors.py) and the index use them.
 TENSOR, BOOL, SCALAR, HOST = "tensor", "bool", "scalar", "host"
 TENSORS = "tensors"  # a list/tuple/dict of tensors: indexing or iterating it gives a TENSOR
 # `seq_lens_cpu`, `cpu_positions`, `ids_np`, `lens_list`: the engines' names for host mirrors

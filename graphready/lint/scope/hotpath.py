@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from graphready.lint.index import CallSite, ClassInfo, FunctionInfo, ModuleIndex
+from graphready.lint.scope.index import CallSite, ClassInfo, FunctionInfo, ModuleIndex
 
 MAX_ALIAS_DEPTH = 8
 

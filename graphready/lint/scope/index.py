@@ -13,16 +13,16 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
-from graphready.lint.attrtypes import (
+from graphready.lint.scope.attrtypes import (
     AttributeTyper, class_attributes, class_tables, is_container, is_name, looks_like_class, returned_class, self_attr,
 )
-from graphready.lint.astwalk import walk_body
-from graphready.lint.deep import python_limits
-from graphready.lint.regions import (
+from graphready.lint.scope.astwalk import walk_body
+from graphready.lint.analysis.deep import python_limits
+from graphready.lint.scope.regions import (
     Guards, capture_bodies, falsy_when_captured, function_regions, returns_none, with_predicates, within,
 )
-from graphready.lint.resolve import ImportMap
-from graphready.lint.torchnames import HOST_NAME, TENSOR, annotation_kind
+from graphready.lint.scope.resolve import ImportMap
+from graphready.lint.inference.torchnames import HOST_NAME, TENSOR, annotation_kind
 
 HOT_COMMENT = re.compile(r"#\s*graphready:\s*hot\b")
 HOT_DECORATORS = {"graphready.hot_path", "graphready.markers.hot_path"}

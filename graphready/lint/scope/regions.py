@@ -20,9 +20,9 @@ import ast
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from graphready.lint.astwalk import walk_body
-from graphready.lint.resolve import ImportMap
-from graphready.lint.torchnames import is_tensor_callee
+from graphready.lint.scope.astwalk import walk_body
+from graphready.lint.scope.resolve import ImportMap
+from graphready.lint.inference.torchnames import is_tensor_callee
 
 CAPTURING = "torch.cuda.is_current_stream_capturing"
 NO_CUDA_WHEN_FALSE = {CAPTURING, "torch.cuda.is_available"}  # false: not capturing, or no GPU at all

@@ -13,9 +13,9 @@ from __future__ import annotations
 import ast
 from typing import Protocol
 
-from graphready.lint.astwalk import walk_body
-from graphready.lint.resolve import ImportMap
-from graphready.lint.torchnames import FACTORIES
+from graphready.lint.scope.astwalk import walk_body
+from graphready.lint.scope.resolve import ImportMap
+from graphready.lint.inference.torchnames import FACTORIES
 
 MODULE_CONTAINERS = {"torch.nn.ModuleList", "torch.nn.Sequential", "torch.nn.ModuleDict", "list", "tuple"}
 MODULE_CHAIN_METHODS = {"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"}

@@ -1,0 +1,1 @@
+"""Running the libcst rules over hot functions: parsing, traversal, rule context and plain-data hits."""
