@@ -83,7 +83,8 @@ def split_buffer(buffer: bytes, layout: list[tuple[int, int]]) -> list[bytes]:
 
 
 @functools.cache
-def _driver() -> ctypes.CDLL | None:
+def cuda_driver() -> ctypes.CDLL | None:
+    """libcuda with the graph-reading entry points typed (None where no driver is installed)."""
     try:
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -116,7 +117,8 @@ def _has(lib: ctypes.CDLL, name: str) -> bool:
     return True
 
 
-def _nodes(lib: ctypes.CDLL, graph: int) -> list[int]:
+def graph_nodes(lib: ctypes.CDLL, graph: int) -> list[int]:
+    """The node handles of a cudaGraph_t (OSError when the driver refuses)."""
     count = c_size_t(0)
     if lib.cuGraphGetNodes(c_void_p(graph), None, ctypes.byref(count)) != 0:
         raise OSError("cuGraphGetNodes failed")
@@ -212,7 +214,7 @@ def _set_words(lib: ctypes.CDLL, node: int) -> tuple[tuple[int, int], ...]:
 
 def _walk(lib: ctypes.CDLL, graph: int, out: GraphWords, depth: int = 0) -> None:
     node_type = c_int(-1)
-    for node in _nodes(lib, graph):
+    for node in graph_nodes(lib, graph):
         if lib.cuGraphNodeGetType(c_void_p(node), ctypes.byref(node_type)) != 0:
             raise OSError("cuGraphNodeGetType failed")
         index = len(out.nodes) + out.unreadable
@@ -237,7 +239,7 @@ def read_graph(raw_graph: int, lib: ctypes.CDLL | None = None) -> GraphWords | N
 
     `lib` is libcuda (loaded when not given; the tests hand in a double of the driver).
     """
-    lib = lib or _driver()
+    lib = lib or cuda_driver()
     if lib is None or not _has(lib, "cuGraphKernelNodeGetParams_v2"):
         return None
     out = GraphWords(nodes=[])

@@ -8,10 +8,11 @@ from the graph: replay silently skips it.
 from __future__ import annotations
 
 import ctypes
-import functools
 from typing import Any, Callable
 
 import torch
+
+from graphready.harness.checks.graph_params import cuda_driver, graph_nodes
 
 CU_GRAPH_NODE_TYPE_KERNEL = 0
 _NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")
@@ -36,39 +37,20 @@ def eager_kernel_count(step: Callable[[], Any]) -> int | None:
     )
 
 
-@functools.cache
-def _driver() -> ctypes.CDLL | None:
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-    lib.cuGraphGetNodes.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]
-    lib.cuGraphGetNodes.restype = ctypes.c_int
-    lib.cuGraphNodeGetType.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-    lib.cuGraphNodeGetType.restype = ctypes.c_int
-    return lib
-
-
 def graph_kernel_count(graph: torch.cuda.CUDAGraph) -> int | None:
     """Kernel nodes in a captured graph, read from its cudaGraph_t through the driver API."""
-    lib = _driver()
+    lib = cuda_driver()
     raw = getattr(graph, "raw_cuda_graph", None)
     if lib is None or raw is None:
         return None
     try:
-        handle = ctypes.c_void_p(raw())
-    except RuntimeError:  # the graph was not kept (torch built without keep_graph)
+        nodes = graph_nodes(lib, raw())
+    except (RuntimeError, OSError):  # the graph was not kept (torch built without keep_graph), or unreadable
         return None
-    count = ctypes.c_size_t(0)
-    if lib.cuGraphGetNodes(handle, None, ctypes.byref(count)) != 0:
-        return None
-    nodes = (ctypes.c_void_p * max(count.value, 1))()
-    if count.value and lib.cuGraphGetNodes(handle, nodes, ctypes.byref(count)) != 0:
-        return None
-    kernels = 0
     node_type = ctypes.c_int(-1)
-    for i in range(count.value):
-        if lib.cuGraphNodeGetType(nodes[i], ctypes.byref(node_type)) != 0:
+    kernels = 0
+    for node in nodes:
+        if lib.cuGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(node_type)) != 0:
             return None
         kernels += node_type.value == CU_GRAPH_NODE_TYPE_KERNEL
     return kernels
