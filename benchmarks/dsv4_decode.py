@@ -82,6 +82,11 @@ def profile_step(model: DSV4Model, rows: int = 15) -> None:
         model.step_graphable()
         torch.cuda.synchronize()
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=rows), flush=True)
+    kernels = sum(1 for e in prof.events() if e.device_type.name == "CUDA" and not e.name.startswith("Memcpy")
+                  and not e.name.startswith("Memset"))
+    layers = model.config.num_hidden_layers
+    print(f"kernels per step: {kernels} ({kernels / layers:.0f} per layer over {layers} layers, head included)",
+          flush=True)
 
 
 RUNS = {"eager": ("eager", None, False), "nograph": ("graph-ready, no graphs", "full", False)}
@@ -99,7 +104,8 @@ def bench(model: DSV4Model, label: str, steps: int, peak: float, runs: list[str]
         rows.append({"dense": label, "run": name, "graphs": count, "ms_per_token": seconds * 1e3,
                      "weight_gb_per_token": nbytes / 1e9, "hbm_fraction": nbytes / seconds / peak})
         print(f"{label:9s} {name:24s} {seconds * 1e3:9.3f} ms/token  {nbytes / seconds / 1e9:8.1f} GB/s  "
-              f"{100 * nbytes / seconds / peak:5.1f}% of peak  ({count} graphs)", flush=True)
+              f"{100 * nbytes / seconds / peak:5.1f}% of peak  roofline {nbytes / peak * 1e3:.3f} ms  ({count} graphs)",
+              flush=True)
     return rows
 
 

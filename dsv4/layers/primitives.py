@@ -12,6 +12,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from dsv4.layers.fp8_quant import fused_fp8_fake_quant
+
 FP8_MAX = 448.0
 FP4_MAX = 6.0
 FP8_BLOCK = 64  # KV cache entries
@@ -119,6 +121,12 @@ def fp8_fake_quant(x: torch.Tensor, block: int = FP8_BLOCK) -> torch.Tensor:
     ``x / scale`` clamped to +-448 and cast to e4m3 (round to nearest even), then multiplied back. A final
     partial block (only in test configs whose widths are not multiples of the block) gets its own scale.
     """
+    fused = fused_fp8_fake_quant(x, block, FP8_MAX, AMAX_FLOOR)  # one kernel on CUDA, bit-identical
+    return fused if fused is not None else fp8_fake_quant_torch(x, block)
+
+
+def fp8_fake_quant_torch(x: torch.Tensor, block: int = FP8_BLOCK) -> torch.Tensor:
+    """`fp8_fake_quant` in torch ops: any device, any width (the kernel's specification)."""
     blocks = _blocks(x, block)
     scale = pow2_round_scale(blocks.abs().amax(-1, keepdim=True), FP8_MAX, AMAX_FLOOR)
     q = (blocks / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).float() * scale

@@ -86,3 +86,24 @@ def test_fused_nvfp4_expert_matvec_matches_dequantize_then_matmul():
     # the kernel keeps weights in fp32 where dequantize() rounds each one to bf16: agreement to ~bf16 precision
     assert (fused.float() - dense.float()).abs().max() <= 0.01 * dense.float().abs().max()
     assert torch.equal(fused[0], fused[2])  # same expert, same input: same row
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("block", [64, 128])
+def test_fused_fp8_fake_quant_is_bit_identical_to_the_torch_form(dtype, block):
+    """The Triton kernel against the torch ops it replaces, on CUDA and on the CPU, over magnitudes from
+    below the amax floor to near bf16's top, with all-zero blocks and many e4m3 round-to-even ties."""
+    from dsv4.layers.fp8_quant import fused_fp8_fake_quant
+    from dsv4.layers.primitives import AMAX_FLOOR, FP8_MAX, fp8_fake_quant_torch
+
+    gen = torch.Generator(device="cuda").manual_seed(block)
+    x = torch.randn(6, 4, 7168, device="cuda", generator=gen)
+    x = x * torch.logspace(-8, 30, 24, device="cuda").reshape(6, 4, 1)  # one magnitude per row
+    x[0, 0, :block] = 0
+    x = x.to(dtype)
+    fused = fused_fp8_fake_quant(x, block, FP8_MAX, AMAX_FLOOR)
+    assert fused is not None and fused.dtype == dtype
+    bits = torch.int16 if dtype == torch.bfloat16 else torch.int32
+    assert torch.equal(fused.view(bits), fp8_fake_quant_torch(x, block).view(bits))
+    assert torch.equal(fused.cpu().view(bits), fp8_fake_quant_torch(x.cpu(), block).view(bits))

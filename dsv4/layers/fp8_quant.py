@@ -1,0 +1,51 @@
+"""e4m3 fake quantisation with one power-of-two scale per block, as one Triton kernel on CUDA.
+
+The torch form (`primitives.fp8_fake_quant`) is ~18 kernels (amax, the scale's bit arithmetic, divide,
+clamp, two casts, multiply); it runs before every FP8/FP4-weight GEMM and on every KV-cache write, so at
+batch 1 it was a large share of the step's launches. This kernel does the same arithmetic in fp32 and is
+bit-identical: the scale is built from the fp32 bits of ``max(amax, floor) * (1/qmax)`` (exponent, plus
+one when any mantissa bit is set), ``x / scale`` is an exact multiply by the reciprocal power of two, and
+fp32 -> e4m3 rounds to nearest even in both. Other devices, strided inputs and widths that are not a
+multiple of the block use the torch form.
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # CPU-only installs: the torch form is used
+    triton = None
+
+ROWS = 16  # blocks per program
+
+if triton is not None:
+
+    @triton.jit
+    def _fp8_fake_quant(x, out, n_blocks, BLOCK: tl.constexpr, ROWS_: tl.constexpr, QMAX: tl.constexpr,
+                        FLOOR: tl.constexpr):
+        rows = tl.program_id(0) * ROWS_ + tl.arange(0, ROWS_)
+        ok = rows < n_blocks
+        offsets = rows[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
+        v = tl.load(x + offsets, mask=ok[:, None], other=0.0).to(tl.float32)
+        y = tl.maximum(tl.max(tl.abs(v), axis=1), FLOOR) * (1.0 / QMAX)
+        bits = y.to(tl.int32, bitcast=True)
+        exponent = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(tl.int32)
+        scale = (exponent << 23).to(tl.float32, bitcast=True)
+        inverse = ((254 - exponent) << 23).to(tl.float32, bitcast=True)
+        q = tl.minimum(tl.maximum(v * inverse[:, None], -QMAX), QMAX)
+        q = q.to(tl.float8e4nv).to(tl.float32) * scale[:, None]
+        tl.store(out + offsets, q.to(out.dtype.element_ty), mask=ok[:, None])
+
+
+def fused_fp8_fake_quant(x: torch.Tensor, block: int, qmax: float, floor: float) -> torch.Tensor | None:
+    """The kernel's result, or None where the torch form must run (no Triton, not CUDA, strided, ragged)."""
+    if triton is None or not x.is_cuda or x.shape[-1] % block or not x.is_contiguous() or x.numel() == 0:
+        return None
+    out = torch.empty_like(x)
+    n_blocks = x.numel() // block
+    _fp8_fake_quant[(triton.cdiv(n_blocks, ROWS),)](x, out, n_blocks, BLOCK=block, ROWS_=ROWS, QMAX=qmax,
+                                                     FLOOR=floor)
+    return out
