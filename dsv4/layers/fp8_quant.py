@@ -44,7 +44,7 @@ def fused_fp8_fake_quant(x: torch.Tensor, block: int, qmax: float, floor: float)
     """The kernel's result, or None where the torch form must run (no Triton, not CUDA, strided, ragged)."""
     if triton is None or not x.is_cuda or x.shape[-1] % block or not x.is_contiguous() or x.numel() == 0:
         return None
-    out = torch.empty_like(x)
+    out = torch.empty_like(x)  # graphready: ignore[GR301] inside a capture the graph pool serves it, same address each replay
     n_blocks = x.numel() // block
     _fp8_fake_quant[(triton.cdiv(n_blocks, ROWS),)](x, out, n_blocks, BLOCK=block, ROWS_=ROWS, QMAX=qmax,
                                                      FLOOR=floor)
