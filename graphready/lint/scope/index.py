@@ -248,12 +248,13 @@ class _ModuleIndexer:
         self.names = ImportMap(module, is_package)
         self.tables: dict[str, list[str]] = {}  # module-level {kind: LayerClass} tables
         self.none_methods: set[str] = set()  # methods of the class being indexed that return None when captured
+        self.bodies: dict[int, list[ast.AST]] = {}  # id(def node) -> walk_body: one walk per function per file
 
     def run(self, tree: ast.Module) -> ModuleIndex:
         self.names.collect(tree)
         self.index.imports = self.names.aliases
         self.guards = self.guards.with_aliases(tree.body, self.names)  # `_DEBUG = envs.X.get()`
-        self.guards = with_predicates(self.guards, tree, self.names)  # `def _can_run_tbo(): return ...is_extend()`
+        self.guards = with_predicates(self.guards, tree, self.names, self._body_nodes)  # `def _can_run_tbo(): ...`
         self.tables = class_tables(tree.body, self.names)
         for stmt in tree.body:
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and is_container(stmt.value, self.names):
@@ -306,17 +307,28 @@ class _ModuleIndexer:
 
     def _returns_none_when_captured(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """Every `return` on a captured line gives None (or a tuple of them): `if is_decode(): return None, None`."""
-        body_nodes = list(walk_body(node.body))
+        body_nodes = self._body_nodes(node)
+        returns = [r for r in body_nodes if isinstance(r, ast.Return)]
+        nones = [r for r in returns if returns_none(r.value)]
+        if not nones or len(nones) == len(returns):
+            return bool(nones)
         global_names = {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
         guards = self.guards.with_aliases(body_nodes, self.names)
         excluded = function_regions(node, guards, self.names, global_names, body_nodes).excluded
-        returns = [r for r in body_nodes if isinstance(r, ast.Return) and not within(r.lineno, excluded)]
-        return bool(returns) and all(returns_none(r.value) for r in returns)
+        captured = [r for r in returns if not within(r.lineno, excluded)]
+        return bool(captured) and all(returns_none(r.value) for r in captured)
+
+    def _body_nodes(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+        """The function's own statements and expressions, walked once (predicates, the class pre-pass and the
+        index share it; the tree outlives the indexer, so ids stay unique)."""
+        if id(node) not in self.bodies:
+            self.bodies[id(node)] = list(walk_body(node.body))
+        return self.bodies[id(node)]
 
     def _function(self, node, prefix: str, class_info: ClassInfo | None, outer: Guards | None = None) -> None:
         qualname = f"{prefix}{node.name}"
         decorators = [d for d in (self.names.resolve(_decorator_callee(dec)) for dec in node.decorator_list) if d]
-        body_nodes = list(walk_body(node.body))
+        body_nodes = self._body_nodes(node)
         global_names = {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
         def_line = self.lines[node.lineno - 1] if node.lineno - 1 < len(self.lines) else ""
         guards = (outer or self.guards).with_aliases(body_nodes, self.names)

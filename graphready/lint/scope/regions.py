@@ -17,6 +17,7 @@ A predicate can be named through a variable: `capturing = get_is_capture_mode()`
 from __future__ import annotations
 
 import ast
+from typing import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -94,14 +95,15 @@ class Guards:
         return Guards(self.eager_if | eager, self.captured_if | captured, self._globs)
 
 
-def with_predicates(guards: Guards, tree: ast.Module, names: ImportMap) -> Guards:
+def with_predicates(guards: Guards, tree: ast.Module, names: ImportMap,
+                    body_of: Callable[[ast.AST], list[ast.AST]] | None = None) -> Guards:
     """These guards plus the module's own predicate functions built from them: a function or method
     whose every `return` is eager when true (`return self.enabled and mode.is_extend()`) is an
     eager-only predicate itself, so `if self._can_run_tbo(batch):` is an eager branch. Same-named
     functions must agree."""
     verdicts: dict[str, set[bool | None]] = {}
     for func in _module_functions(tree.body):
-        returned = [n.value for n in walk_body(func.body) if isinstance(n, ast.Return)]
+        returned = [n.value for n in (body_of(func) if body_of else walk_body(func.body)) if isinstance(n, ast.Return)]
         verdict = None
         if returned and all(v is not None for v in returned):
             for polarity in (True, False):
