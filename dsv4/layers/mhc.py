@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.sinkhorn import sinkhorn
 from dsv4.layers.weights import dense_tensor
 
 
@@ -31,11 +32,7 @@ class HyperConnection:
         pre = torch.sigmoid(m[:, :hc] * self.scale[0] + self.base[:hc]) + self.hc_eps
         post = 2 * torch.sigmoid(m[:, hc : 2 * hc] * self.scale[1] + self.base[hc : 2 * hc])
         logits = (m[:, 2 * hc :] * self.scale[2] + self.base[2 * hc :]).unflatten(-1, (hc, hc))
-        comb = torch.softmax(logits, -1) + self.hc_eps
-        comb = comb / (comb.sum(-2, keepdim=True) + self.hc_eps)
-        for _ in range(self.iters - 1):
-            comb = comb / (comb.sum(-1, keepdim=True) + self.hc_eps)
-            comb = comb / (comb.sum(-2, keepdim=True) + self.hc_eps)
+        comb = sinkhorn(torch.softmax(logits, -1) + self.hc_eps, self.iters, self.hc_eps)
         x = (pre.unsqueeze(-1) * streams.float()).sum(1)
         return x.to(streams.dtype), post, comb
 

@@ -107,3 +107,17 @@ def test_fused_fp8_fake_quant_is_bit_identical_to_the_torch_form(dtype, block):
     bits = torch.int16 if dtype == torch.bfloat16 else torch.int32
     assert torch.equal(fused.view(bits), fp8_fake_quant_torch(x, block).view(bits))
     assert torch.equal(fused.cpu().view(bits), fp8_fake_quant_torch(x.cpu(), block).view(bits))
+
+
+@needs_gpu
+@pytest.mark.parametrize("iters", [1, 20])
+def test_fused_sinkhorn_is_bit_identical_to_the_torch_form(iters):
+    """mHC's combine-matrix normalisation as one kernel against its torch form, on CUDA and on the CPU."""
+    from dsv4.layers.sinkhorn import sinkhorn, sinkhorn_torch
+
+    gen = torch.Generator(device="cuda").manual_seed(iters)
+    logits = torch.randn(64, 4, 4, device="cuda", generator=gen) * torch.logspace(-3, 2, 64, device="cuda")[:, None, None]
+    comb = torch.softmax(logits, -1) + 1e-6
+    fused = sinkhorn(comb, iters, 1e-6)
+    assert torch.equal(fused.view(torch.int32), sinkhorn_torch(comb, iters, 1e-6).view(torch.int32))
+    assert torch.equal(fused.cpu().view(torch.int32), sinkhorn_torch(comb.cpu(), iters, 1e-6).view(torch.int32))
