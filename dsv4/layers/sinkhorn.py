@@ -2,10 +2,11 @@
 
 The torch form is two reductions, two adds and two divides per iteration: with 20 iterations that is
 ~115 kernels per hyper-connection, twice per layer, for a 4x4 matrix per token, so at batch 1 it was the
-largest block of the step's launches. The kernel runs the same arithmetic in fp32 and is bit-identical:
-each sum adds the four entries in index order, as torch's reduction does for a dimension of four, and the
-divides round to nearest (`div_rn`, not Triton's default approximate divide). Other devices use the torch
-form.
+largest block of the step's launches. The kernel runs the same arithmetic in fp32 and is bit-identical to it on CUDA: the
+divides round to nearest (`div_rn`, not Triton's default approximate divide). Each sum adds the four
+entries in the order torch's CUDA reduction does (measured: a strided column in index order, a contiguous
+row as (0 + 2) + (1 + 3); torch on the CPU adds rows in index order, so CPU and CUDA already differ in the
+last bit). Other devices, and hc other than 4, use the torch form.
 """
 
 from __future__ import annotations
@@ -21,12 +22,9 @@ except ImportError:  # CPU-only installs: the torch form is used
 if triton is not None:
 
     @triton.jit
-    def _ordered_sum(m, index, axis: tl.constexpr, HC: tl.constexpr):
-        """Sum of a HC x HC tile along `axis`, adding entry 0, then 1, ... (a one-hot sum is exact)."""
-        total = tl.sum(tl.where(index == 0, m, 0.0), axis=axis)
-        for k in tl.static_range(1, HC):
-            total = total + tl.sum(tl.where(index == k, m, 0.0), axis=axis)
-        return total
+    def _entry(m, index, k: tl.constexpr, axis: tl.constexpr):
+        """Entry k along `axis` of a 4x4 tile (a one-hot sum is exact)."""
+        return tl.sum(tl.where(index == k, m, 0.0), axis=axis)
 
     @triton.jit
     def _sinkhorn(comb, out, iters, eps, HC: tl.constexpr):
@@ -34,10 +32,15 @@ if triton is not None:
         rows = tl.arange(0, HC)[:, None]
         cols = tl.arange(0, HC)[None, :]
         m = tl.load(comb + base + rows * HC + cols)
-        m = tl.math.div_rn(m, _ordered_sum(m, rows, 0, HC)[None, :] + eps)
+        # torch's CUDA sums, as measured on an H100: a column (strided) in index order, a row (contiguous,
+        # one vector load) as (0 + 2) + (1 + 3)
+        col_sum = ((_entry(m, rows, 0, 0) + _entry(m, rows, 1, 0)) + _entry(m, rows, 2, 0)) + _entry(m, rows, 3, 0)
+        m = tl.math.div_rn(m, col_sum[None, :] + eps)
         for _ in range(iters - 1):
-            m = tl.math.div_rn(m, _ordered_sum(m, cols, 1, HC)[:, None] + eps)
-            m = tl.math.div_rn(m, _ordered_sum(m, rows, 0, HC)[None, :] + eps)
+            row_sum = (_entry(m, cols, 0, 1) + _entry(m, cols, 2, 1)) + (_entry(m, cols, 1, 1) + _entry(m, cols, 3, 1))
+            m = tl.math.div_rn(m, row_sum[:, None] + eps)
+            col_sum = ((_entry(m, rows, 0, 0) + _entry(m, rows, 1, 0)) + _entry(m, rows, 2, 0)) + _entry(m, rows, 3, 0)
+            m = tl.math.div_rn(m, col_sum[None, :] + eps)
         tl.store(out + base + rows * HC + cols, m)
 
 
@@ -51,10 +54,10 @@ def sinkhorn_torch(comb: torch.Tensor, iters: int, eps: float) -> torch.Tensor:
 
 
 def sinkhorn(comb: torch.Tensor, iters: int, eps: float) -> torch.Tensor:
-    """`sinkhorn_torch`, as one kernel where it can run (CUDA, fp32, contiguous, power-of-two hc)."""
+    """`sinkhorn_torch`, as one kernel where it can run (CUDA, fp32, contiguous, hc = 4 as in DeepSeek-V4)."""
     hc = comb.shape[-1]
     if (triton is None or not comb.is_cuda or comb.dtype != torch.float32 or not comb.is_contiguous()
-            or hc & (hc - 1) or comb.numel() == 0):
+            or hc != 4 or comb.numel() == 0):
         return sinkhorn_torch(comb, iters, eps)
     out = torch.empty_like(comb)  # graphready: ignore[GR301] inside a capture the graph pool serves it
     _sinkhorn[(comb.numel() // (hc * hc),)](comb, out, iters, eps, HC=hc)
