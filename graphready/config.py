@@ -11,7 +11,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from graphready.errors import UsageError
+from graphready.errors import UsageError, read_named_file
 from graphready.findings import Severity
 
 DEFAULT_EXCLUDES = (
@@ -191,14 +191,9 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
     if pyproject is None:
         root = start.resolve() if start.is_dir() else start.resolve().parent
         return Config(root=root)
+    text = read_named_file(pyproject, "config file", ConfigError, " (give its pyproject.toml)")
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {pyproject}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"config file {pyproject} is a directory (give its pyproject.toml)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {pyproject}: {exc}") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{pyproject}: invalid TOML: {exc}") from None
     tool = data.get("tool", {})

@@ -4,6 +4,8 @@ Exit codes shared by every command: 0 clean, 1 findings that fail the run, 2 usa
 configuration error (`UsageError`), 3 internal error (a bug in graphready, `InternalError`).
 """
 
+from pathlib import Path
+
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
@@ -15,6 +17,18 @@ REPORT_HINT = ("please report it to the graphready maintainers with that file (o
 
 class UsageError(Exception):
     """Bad arguments, bad configuration, a missing file, or no GPU where one is required."""
+
+
+def read_named_file(path: Path, label: str, error: type[Exception] = UsageError, directory_hint: str = "") -> str:
+    """The text of a file the user named (config, baseline, results), or `error` saying why it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{label} not found: {path}") from None
+    except IsADirectoryError:
+        raise error(f"{label} {path} is a directory{directory_hint}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"cannot read {label} {path}: {exc}") from None
 
 
 class InternalError(Exception):

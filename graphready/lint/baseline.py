@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from graphready.errors import UsageError
+from graphready.errors import UsageError, read_named_file
 from graphready.findings import Finding
 
 BASELINE_VERSION = 1
@@ -53,14 +53,9 @@ def write_output(path: Path, text: str, what: str) -> None:
 
 def load_baseline(path: Path) -> set[tuple[str, str, str]]:
     """(path, rule, fingerprint) of every entry; a UsageError that says what is wrong otherwise."""
+    text = read_named_file(path, "baseline file", UsageError, ", not a baseline file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"baseline file not found: {path}") from None
-    except IsADirectoryError:
-        raise UsageError(f"baseline {path} is a directory, not a baseline file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read baseline file {path}: {exc}") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"baseline file {path} is not a graphready baseline: not JSON ({exc})") from None
     where = f"baseline file {path}"

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphready.errors import UsageError
+from graphready.errors import UsageError, read_named_file
 from graphready.findings import READABLE_JSON_VERSIONS, Finding
 
 
@@ -25,12 +25,9 @@ class ResultDocument:
 
 
 def load_result(path: Path) -> ResultDocument:
+    text = read_named_file(path, "results file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read: {exc}") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):

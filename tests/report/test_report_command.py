@@ -37,7 +37,7 @@ def test_bad_inputs_exit_2_with_a_clear_message(results, tmp_path, capsys):
     bad_baseline = tmp_path / "bad-baseline.json"
     bad_baseline.write_text(json.dumps({"version": 1, "entries": [{"path": "a.py"}]}))
     cases = [
-        ([str(tmp_path / "missing.json")], "missing.json: no such file"),
+        ([str(tmp_path / "missing.json")], "results file not found: "),
         ([str(not_json)], "notes.txt: not JSON"),
         ([str(wrong_shape)], "not a graphready results document"),
         ([str(future)], "results version 99 is not supported"),
