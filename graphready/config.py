@@ -31,6 +31,7 @@ class Config:
     exclude_roots: list[str] = field(default_factory=list)  # never roots, never entered by the walk
     eager_if: list[str] = field(default_factory=list)  # names whose true branch is not captured
     captured_if: list[str] = field(default_factory=list)  # names whose false branch is not captured
+    gpu_capability: int | None = None  # SM version x 10 the graphs run on: branches for other GPUs are cold
     profile: str | None = None
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
@@ -46,7 +47,7 @@ class Config:
 
     def fingerprint(self) -> str:
         """The settings that change what the per-file analysis produces (part of cache keys)."""
-        return repr((sorted(self.eager_if), sorted(self.captured_if)))
+        return repr((sorted(self.eager_if), sorted(self.captured_if), self.gpu_capability))
 
 
 def _str_list(key: str, value: object) -> list[str]:
@@ -92,7 +93,7 @@ def _check_guard(key: str, name: str) -> str:
     return name
 
 
-KNOWN_KEYS = ["profile", "hot-paths", "exclude-roots", "eager-if", "captured-if", "debug-guards", "select",
+KNOWN_KEYS = ["profile", "hot-paths", "exclude-roots", "eager-if", "captured-if", "debug-guards", "gpu-capability", "select",
               "ignore", "severity", "exclude", "per-file-ignores", "baseline", "fail-on", "check-targets"]
 LIST_KEYS = {"hot-paths": "hot_paths", "exclude-roots": "exclude_roots", "eager-if": "eager_if",
              "debug-guards": "eager_if", "captured-if": "captured_if"}
@@ -109,6 +110,16 @@ def _apply_profile(config: Config, name: object) -> None:
     config.exclude_roots = [_check_exclude_root(p) for p in profile.get("exclude-roots", [])]
     config.eager_if = list(profile.get("eager-if", []))
     config.captured_if = list(profile.get("captured-if", []))
+    if "gpu-capability" in profile:
+        config.gpu_capability = _capability(profile["gpu-capability"])
+
+
+def _capability(value: object) -> int:
+    """`gpu-capability = 90` (H100), 80 (A100), 100 (B200): the compute capability times ten."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 30 <= value <= 200:
+        raise ConfigError(f"[tool.graphready] gpu-capability must be the compute capability times ten "
+                          f"(80 for A100, 90 for H100, 100 for B200), got {value!r}")
+    return value
 
 
 def _codes(key: str, value: object, prefix: bool = True) -> list[str]:
@@ -155,6 +166,8 @@ def parse_table(table: dict, root: Path, source: Path | None) -> Config:
             config.fail_on = _severity(key, value)
         elif key == "check-targets":
             config.check_targets = _str_list(key, value)
+        elif key == "gpu-capability":
+            config.gpu_capability = _capability(value)
         else:
             hint = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""

@@ -232,7 +232,7 @@ class LintRun:
             else:
                 missing.append(source)
         jobs = []
-        guards = Guards.of(self.config.eager_if, self.config.captured_if)
+        guards = Guards.of(self.config.eager_if, self.config.captured_if, self.config.gpu_capability)
         for source in missing:
             module, is_package = module_name(source.rel)
             jobs.append((module, source.rel, source.text, guards, is_package))

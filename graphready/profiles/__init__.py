@@ -1,7 +1,8 @@
 """Built-in profiles: an engine's decode roots, never-captured code and eager-only predicates.
 
 Each profile is a TOML file beside this module with the same list keys as `[tool.graphready]`
-(`hot-paths`, `exclude-roots`, `eager-if`, `captured-if`) and a `description`; data only.
+(`hot-paths`, `exclude-roots`, `eager-if`, `captured-if`), the `gpu-capability` it assumes and a
+`description`; data only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from importlib import resources
 
 from graphready.errors import UsageError
 
-PROFILE_KEYS = {"description", "hot-paths", "exclude-roots", "eager-if", "captured-if"}
+PROFILE_KEYS = {"description", "hot-paths", "exclude-roots", "eager-if", "captured-if", "gpu-capability"}
 
 
 def available() -> list[str]:

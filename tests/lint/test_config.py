@@ -57,6 +57,8 @@ def test_severity_override_and_fail_on(project, capsys):
         ('fail-on = "fatal"\n', "unknown severity 'fatal'"),
         ('severity = { GR101 = 3 }\n', "severity.GR101 must be a string"),
         ("hot-paths = [\n", "invalid TOML"),
+        ('gpu-capability = "9.0"\n', "gpu-capability must be the compute capability times ten"),
+        ("gpu-capability = 9\n", "(80 for A100, 90 for H100, 100 for B200), got 9"),
     ],
 )
 def test_bad_config_is_a_usage_error(project, capsys, table, message):

@@ -11,6 +11,7 @@ GUARDS = {
     "hot-paths": ["*:*.forward"],
     "eager-if": ["is_extend", "EXTEND", "visual_token_mask", "SGLANG_*VERIFY*"],
     "captured-if": ["get_is_capture_mode", "is_cuda", "DECODE"],
+    "gpu-capability": 90,
 }
 
 HEADER = """\
@@ -153,6 +154,16 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
                     h = h[:frames]
                 return h
         """, ("return None, None", "return batch.pixels, None"), {"GR101"}),
+    # vLLM batched_deep_gemm_moe: a Triton fallback for GPUs without the C++ kernel (ROCm, XPU, pre-Ampere)
+    "fallback behind a capability test": ("""
+        class Experts:
+            def forward(self, counts: torch.Tensor, platform):
+                if platform.is_cuda() and platform.has_device_capability(80):
+                    return torch.ops.fused(counts)
+                for e in range(counts.shape[0]):
+                    n = counts[e].item()
+                return counts
+        """, ("has_device_capability(80)", "has_device_capability(100)"), {"GR101"}),
     # muse_spark_fp4_moe: a setter called only when the norm module handed in changes (once, at the first step)
     "set-up when the handed-in module changes": ("""
         class Experts:

@@ -335,7 +335,7 @@ class _ModuleIndexer:
         regions = function_regions(node, guards, self.names, global_names, body_nodes)
         dead_when_captured = falsy_when_captured(body_nodes, regions.excluded, self.none_methods)
         if dead_when_captured:
-            guards = Guards.of(guards.eager_if | dead_when_captured, guards.captured_if)
+            guards = guards.adding(eager_if=dead_when_captured)
             regions = function_regions(node, guards, self.names, global_names, body_nodes)
         info = FunctionInfo(
             key=f"{self.index.module}:{qualname}",

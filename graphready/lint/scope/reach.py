@@ -19,7 +19,7 @@ from graphready.lint.scope.regions import Guards
 def index_project(config: Config) -> Project:
     """Index every Python file of the project (parse errors leave a file without functions)."""
     files = discover(config, []).files
-    guards = Guards.of(config.eager_if, config.captured_if)
+    guards = Guards.of(config.eager_if, config.captured_if, config.gpu_capability)
     modules = {}
     for path in files:
         if path.suffix != ".py":

@@ -17,8 +17,9 @@ A predicate can be named through a variable: `capturing = get_is_capture_mode()`
 from __future__ import annotations
 
 import ast
+import re
 from typing import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 
 from graphready.lint.scope.astwalk import walk_body
@@ -59,12 +60,17 @@ class Guards:
     eager_if: frozenset[str] = frozenset()
     captured_if: frozenset[str] = frozenset()
     _globs: tuple[tuple[str, ...], tuple[str, ...]] = field(default=((), ()), compare=False, repr=False)
+    capability: int | None = None  # `gpu-capability`: the GPU the graphs run on, for capability tests
 
     @classmethod
-    def of(cls, eager_if, captured_if) -> "Guards":
+    def of(cls, eager_if, captured_if, capability: int | None = None) -> "Guards":
         eager, captured = frozenset(eager_if), frozenset(captured_if)
         globs = (tuple(p for p in eager if _is_glob(p)), tuple(p for p in captured if _is_glob(p)))
-        return cls(eager, captured, globs)
+        return cls(eager, captured, globs, capability)
+
+    def adding(self, eager_if=frozenset(), captured_if=frozenset()) -> "Guards":
+        """These guards plus plain (non-glob) names of either polarity."""
+        return replace(self, eager_if=self.eager_if | frozenset(eager_if), captured_if=self.captured_if | frozenset(captured_if))
 
     def matches(self, name: str, eager: bool) -> bool:
         """Is `name` a predicate whose true branch is eager (`eager`) or captured (not `eager`)?"""
@@ -92,7 +98,7 @@ class Guards:
         captured = {n for n, p in seen.items() if p is False}
         if not eager and not captured:
             return self
-        return Guards(self.eager_if | eager, self.captured_if | captured, self._globs)
+        return self.adding(eager, captured)
 
 
 def with_predicates(guards: Guards, tree: ast.Module, names: ImportMap,
@@ -114,7 +120,7 @@ def with_predicates(guards: Guards, tree: ast.Module, names: ImportMap,
     captured = {name for name, seen in verdicts.items() if seen == {False}}
     if not eager and not captured:
         return guards
-    return Guards(guards.eager_if | eager, guards.captured_if | captured, guards._globs)
+    return guards.adding(eager, captured)
 
 
 def _module_functions(body: list[ast.stmt]):
@@ -151,9 +157,51 @@ def _eager_when(test: ast.AST, truth: bool, guards: Guards, names: ImportMap) ->
         return any(parts) if either else all(parts)
     if not truth and isinstance(test, ast.Call) and names.resolve(test.func) in NO_CUDA_WHEN_FALSE:
         return True
+    if guards.capability is not None and isinstance(test, ast.Call):
+        holds = capability_test(test, guards.capability)
+        if holds is not None:
+            return truth != holds  # the branch this GPU never takes is never captured on it
     if isinstance(test, ast.Compare):
         return _compare_eager(test, truth, guards)
     return _named(test, guards, eager=truth)
+
+
+_SM_SUPPORTED = re.compile(r"is_sm(\d+)_supported")
+
+
+def _capability_arg(call: ast.Call) -> int | None:
+    """`90`, `(9, 0)` or `9.0`-style arguments as the capability times ten."""
+    if len(call.args) != 1:
+        return None
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, int) and not isinstance(arg.value, bool):
+        return arg.value
+    if (isinstance(arg, ast.Tuple) and len(arg.elts) == 2
+            and all(isinstance(e, ast.Constant) and isinstance(e.value, int) for e in arg.elts)):
+        return arg.elts[0].value * 10 + arg.elts[1].value
+    return None
+
+
+def capability_test(call: ast.Call, capability: int) -> bool | None:
+    """The value of an engine's GPU-capability test on a GPU of `capability`, or None if it is not one:
+    vLLM's `has_device_capability(80)` (at least), `is_device_capability(90)` (exactly),
+    `is_device_capability_family(100)` (same major), SGLang's `is_sm90_supported()`, `is_blackwell()`."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    wanted = _capability_arg(call)
+    if name == "has_device_capability" and wanted is not None:
+        return capability >= wanted
+    if name == "is_device_capability" and wanted is not None:
+        return capability == wanted
+    if name == "is_device_capability_family" and wanted is not None:
+        return capability // 10 == wanted // 10
+    if not call.args and (match := _SM_SUPPORTED.fullmatch(name)):
+        return capability >= int(match.group(1))
+    if not call.args and name in ("is_blackwell", "is_blackwell_supported"):
+        return capability >= 100
+    if not call.args and name == "is_hopper":
+        return capability // 10 == 9
+    return None
 
 
 def _compare_eager(test: ast.Compare, truth: bool, guards: Guards) -> bool:
