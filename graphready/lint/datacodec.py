@@ -60,6 +60,7 @@ def _scalar(kind: type):
         if type(data) is not kind:
             raise ShapeError(f"{data!r:.40} is not {kind.__name__}")
         return data
+    check.kind = kind  # lets containers of scalars check their items in one pass
     return check
 
 
@@ -77,17 +78,26 @@ def _union(options, optional: bool, hint):
 
 
 def _sequence(kind: type, item, hint):
+    scalar = getattr(item, "kind", None)
+
     def check(data):
         if type(data) is not list:
             raise ShapeError(f"{hint} must be a list")
+        if scalar is not None and all(type(v) is scalar for v in data):
+            return kind(data)
         return kind([item(v) for v in data])
     return check
 
 
 def _tuple(items, hint):
+    kinds = [getattr(item, "kind", None) for item in items]
+    scalars = tuple(kinds) if None not in kinds else None
+
     def check(data):
         if type(data) is not list or len(data) != len(items):
             raise ShapeError(f"{hint} must be a list of {len(items)}")
+        if scalars is not None and all(type(v) is k for v, k in zip(data, scalars)):
+            return tuple(data)
         return tuple(item(v) for item, v in zip(items, data))
     return check
 
