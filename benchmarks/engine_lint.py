@@ -144,6 +144,9 @@ def precision(runs: dict[str, dict], labels: dict) -> None:
         labelled, hits = labelled + len(rows), hits + true
         share = f"{true / len(rows):.0%}" if rows else "n/a"
         print(f"precision {name}: {true}/{len(rows)} labelled error/warning findings are real hazards ({share})")
+        for f in gating(doc["findings"]):
+            if key(name, f) not in labels:  # new since the labels were written: label them (--sample)
+                print(f"  unlabelled: {name} {f['path']}:{f['line']} {f['rule']} {f['message'][:80]}")
     if labelled:
         print(f"precision overall: {hits}/{labelled} = {hits / labelled:.1%}")
     true_labels = [k for k, row in labels.items() if row["label"] == "TRUE" and k[0] in runs]
