@@ -10,12 +10,16 @@ from graphready.lint.rules.base import Rule
 from graphready.lint.inference.tensors import device_kind, positional, keyword
 
 
+DEVICE_SYNCS = {"torch.cuda.synchronize", "torch.accelerator.synchronize"}
+
+
 class HostSync(Rule):
     code = "GR101"
 
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
-        if ctx.qualname(node.func) == "torch.cuda.synchronize":
-            ctx.report(node, "`torch.cuda.synchronize()` blocks the host until the GPU is idle; it cannot be captured")
+        name = ctx.qualname(node.func)
+        if name in DEVICE_SYNCS:
+            ctx.report(node, f"`{name}()` blocks the host until the GPU is idle; it cannot be captured")
             return
         if not isinstance(node.func, cst.Attribute):
             return
