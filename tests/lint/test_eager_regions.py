@@ -164,6 +164,19 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
                     n = counts[e].item()
                 return counts
         """, ("has_device_capability(80)", "has_device_capability(100)"), {"GR101"}),
+    # vLLM deep_gemm_mega_moe: a device sync before the first launch per group, remembered in a set
+    "first-launch work remembered in a set": ("""
+        class Experts:
+            def forward(self, h: torch.Tensor, group):
+                self._synchronize_first_launch(group)
+                return h
+
+            def _synchronize_first_launch(self, group):
+                if group in self._synchronized:
+                    return
+                torch.cuda.synchronize()
+                self._synchronized.add(group)
+        """, ("self._synchronized.add(group)", "print(group)"), {"GR101"}),
     # muse_spark_fp4_moe: a setter called only when the norm module handed in changes (once, at the first step)
     "set-up when the handed-in module changes": ("""
         class Experts:

@@ -294,8 +294,16 @@ def _stores_result(statements: list[ast.stmt], global_names: set[str]) -> bool:
                or (isinstance(target, ast.Name) and target.id in global_names) for target in _assigned(statements))
 
 
+FILLING_METHODS = {"append", "extend", "insert", "update", "add"}  # calls that fill a container in place
+
+
 def _stores_state(statements: list[ast.stmt], global_names: set[str]) -> bool:
-    """Assigns `self.x`, `self.cache[k]` or a declared global: state that outlives the call."""
+    """Assigns `self.x`, `self.cache[k]` or a declared global, or fills a container held there
+    (`self.seen.add(key)`): state that outlives the call."""
+    for node in (n for stmt in statements for n in ast.walk(stmt)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FILLING_METHODS
+                and _held_by_self_or_global(node.func.value, global_names)):
+            return True
     for target in _assigned(statements):
         while isinstance(target, (ast.Subscript, ast.Attribute)):
             target = target.value
@@ -304,6 +312,12 @@ def _stores_state(statements: list[ast.stmt], global_names: set[str]) -> bool:
         if isinstance(target, ast.Name) and target.id in global_names:
             return True
     return False
+
+
+def _held_by_self_or_global(node: ast.AST, global_names: set[str]) -> bool:
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return isinstance(node, ast.Name) and (node.id == "self" or node.id in global_names)
 
 
 def _builds_tensors(statements: list[ast.stmt], names: ImportMap) -> bool:
@@ -394,9 +408,6 @@ def _short_circuited(body_nodes: list[ast.AST], guards: Guards, names: ImportMap
                                       later.end_col_offset or 0))
                     break
     return spans
-
-
-FILLING_METHODS = {"append", "extend", "insert", "update", "add"}
 
 
 def _empty_literal(node: ast.AST) -> bool:
