@@ -441,7 +441,9 @@ def _set_or_filled(node: ast.AST, none_methods: set[str]) -> list[tuple[str, boo
                             and value.func.attr in none_methods
                             and isinstance(value.func.value, ast.Name) and value.func.value.id == "self")
         falsy = from_none_method or _empty_literal(value)
-        return [(name, falsy, from_none_method) for target in node.targets for name in _names(target)]
+        filled = [(t.value.id, False, False) for t in node.targets  # `pad[:] = values` fills `pad`
+                  if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)]
+        return [(name, falsy, from_none_method) for target in node.targets for name in _names(target)] + filled
     if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
         return [(node.target.id, False, False)]
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FILLING_METHODS
