@@ -7,18 +7,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from ci_examples import HOT_SYNC
 
 NIGHTLY = Path(__file__).resolve().parents[2] / "ci" / "nightly_gpu.py"
-
-HOT_SYNC = """import torch
-from graphready import hot_path
-
-
-@hot_path
-def post_block(x: torch.Tensor) -> torch.Tensor:
-    peak = x.abs().max().item()
-    return x * 0.5
-"""
 
 NEW_SYNC = """import torch
 from graphready import hot_path

@@ -10,20 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from ci_examples import HOT_SYNC
 
 yaml = pytest.importorskip("yaml", reason="PyYAML comes with pre-commit (the `dev` extra)")
 
 REPO = Path(__file__).resolve().parents[2]
-HOT_SYNC = """import torch
-from graphready import hot_path
-
-
-@hot_path
-def post_block(x: torch.Tensor) -> torch.Tensor:
-    peak = x.abs().max().item()
-    return x * 0.5
-"""
-
 CLEAN = """import torch
 from graphready import hot_path
 
