@@ -193,6 +193,24 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
                 self._norm = norm
                 self._norm_weight = self._norm_weight * norm.weight.to(torch.bfloat16)
         """, ("if self._norm is not norm:", "if norm is not None:"), {"GR306"}),
+    # muse_spark_fp4_moe (deferred finalize): the same test held in a flag, re-set inside the branch
+    "set-up behind a flag holding the identity test": ("""
+        class Experts:
+            def __init__(self):
+                self._norm = None
+                self._norm_weight = torch.ones(8)
+
+            def forward(self, h: torch.Tensor, norm):
+                fused = self._norm is not None and self._norm is norm
+                if not fused and norm is not None:
+                    self.set_norm(norm)
+                    fused = True
+                return h * self._norm_weight
+
+            def set_norm(self, norm):
+                self._norm = norm
+                self._norm_weight = self._norm_weight * norm.weight.to(torch.bfloat16)
+        """, ("self._norm is not None and self._norm is norm", "self._norm is not None"), {"GR306"}),
 }
 
 

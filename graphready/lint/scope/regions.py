@@ -242,15 +242,51 @@ def memo_state(test: ast.AST) -> str | None:
     return None
 
 
-def _rebinds_on_change(test: ast.AST, body: list[ast.stmt]) -> bool:
-    """`if self.norm is not norm: self.norm = norm` (or `self.set_norm(norm)`): runs when the object handed
-    in changes, which a steady decode step never does, so its body is one-time set-up like a memo."""
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot)):
-        return False
+def _identity_pair(test: ast.AST, same: bool) -> tuple[ast.Attribute, ast.AST] | None:
+    """(self.x, y) of `self.x is y` (`same`) or `self.x is not y` (not `same`)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Is if same else ast.IsNot)):
+        return None
     left, right = test.left, test.comparators[0]
-    if not (isinstance(left, ast.Attribute) and isinstance(left.value, ast.Name) and left.value.id == "self"
+    if (isinstance(left, ast.Attribute) and isinstance(left.value, ast.Name) and left.value.id == "self"
             and isinstance(right, (ast.Name, ast.Attribute))):
+        return left, right
+    return None
+
+
+def identity_flags(body_nodes: list[ast.AST]) -> dict[str, list[tuple[int, tuple[ast.Attribute, ast.AST] | None]]]:
+    """Every assignment of each plain local, in line order, with the `self.x is y` it holds if any
+    (`use_fused = self._norm is norm and ...`): a test reads the last one above it."""
+    flags: dict[str, list] = {}
+    for node in body_nodes:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            parts = value.values if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And) else [value]
+            pair = next((p for p in (_identity_pair(part, True) for part in parts) if p), None)
+            flags.setdefault(node.targets[0].id, []).append((node.lineno, pair))
+    return {name: sorted(seen, key=lambda item: item[0]) for name, seen in flags.items()
+            if any(pair for _, pair in seen)}
+
+
+def _changed_object(test: ast.AST, flags: dict):
+    """The (self.x, y) pair a test is true for when y is no longer self.x: `self.x is not y`, `not same`,
+    `not same and ...` where `same = self.x is y and ...` is the last assignment above the test."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        test = test.values[0]
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name):
+        above = [pair for line, pair in flags.get(test.operand.id, []) if line < test.lineno]
+        return above[-1] if above else None
+    return _identity_pair(test, False)
+
+
+def _rebinds_on_change(test: ast.AST, body: list[ast.stmt], flags: dict) -> bool:
+    """`if self.norm is not norm: self.norm = norm` (or `self.set_norm(norm)`, or behind a flag holding
+    `self.norm is norm`): runs when the object handed in changes, which a steady decode step never does,
+    so its body is one-time set-up like a memo."""
+    pair = _changed_object(test, flags)
+    if pair is None:
         return False
+    left, right = pair
     handed_in = ast.unparse(right)
     for node in (n for stmt in body for n in ast.walk(stmt)):
         if isinstance(node, ast.Assign) and any(ast.unparse(t) == ast.unparse(left) for t in node.targets):
@@ -351,6 +387,7 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
     regions = Regions()
     arguments = func.args
     parameters = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+    flags = identity_flags(body_nodes)
 
     def cold(statements: list[ast.stmt]) -> None:
         block = _block_range(statements)
@@ -371,7 +408,7 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
                         cold(rest)
                         visit(stmt.body)
                         return
-                elif _rebinds_on_change(stmt.test, stmt.body) and not stmt.orelse:
+                elif _rebinds_on_change(stmt.test, stmt.body, flags) and not stmt.orelse:
                     cold(stmt.body)
                 elif (state := memo_state(stmt.test)) and _stores_result(stmt.body, global_names):
                     cold(stmt.body)
