@@ -336,10 +336,6 @@ FILLING_METHODS = {"append", "extend", "insert", "update", "add"}  # calls that 
 def _stores_state(statements: list[ast.stmt], global_names: set[str]) -> bool:
     """Assigns `self.x`, `self.cache[k]` or a declared global, or fills a container held there
     (`self.seen.add(key)`): state that outlives the call."""
-    for node in (n for stmt in statements for n in ast.walk(stmt)):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FILLING_METHODS
-                and _held_by_self_or_global(node.func.value, global_names)):
-            return True
     for target in _assigned(statements):
         while isinstance(target, (ast.Subscript, ast.Attribute)):
             target = target.value
@@ -347,7 +343,9 @@ def _stores_state(statements: list[ast.stmt], global_names: set[str]) -> bool:
                 return True
         if isinstance(target, ast.Name) and target.id in global_names:
             return True
-    return False
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FILLING_METHODS
+               and _held_by_self_or_global(node.func.value, global_names)
+               for stmt in statements for node in ast.walk(stmt))
 
 
 def _held_by_self_or_global(node: ast.AST, global_names: set[str]) -> bool:
@@ -496,6 +494,8 @@ def falsy_when_captured(body_nodes: list[ast.AST], excluded: list[tuple[int, int
     `if batch.mm_inputs is not None:`): their true branch is eager, and a copy of them copies nothing."""
     verdict: dict[str, tuple[bool, bool]] = {}  # name -> (every hot value falsy, some value on a cold line)
     for node in body_nodes:
+        if not isinstance(node, (ast.Assign, ast.AugAssign, ast.Call)):
+            continue
         for name, stays_falsy, eager_value in _set_or_filled(node, none_methods):
             falsy, eager = verdict.get(name, (True, False))
             if within(node.lineno, excluded):
