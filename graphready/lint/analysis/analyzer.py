@@ -95,7 +95,7 @@ class FileAnalyzer:
                 env = envs.get(info.qualname)
             if env is None:
                 env = TensorEnv(facts)
-                env.learn_function(parsed.function, self._scan(info, parsed), set(self.job.host_params.get(info.key, ())))
+                env.learn_function(parsed.function, self._scan(info, parsed), self.job.host_params.get(info.key, ()))
             ctx = RuleContext(info, hot, env, facts)
             _run_rules(parsed.function, ctx)
             spans = locate(parsed.module, [hit.node for hit in ctx.pending])
@@ -162,7 +162,7 @@ class FileAnalyzer:
         for _ in range(2):  # attributes can be derived from other attributes
             for info, parsed, scan in methods:
                 env = envs[info.qualname] = TensorEnv(facts)
-                env.learn_function(parsed.function, scan, set(self.job.host_params.get(info.key, ())))
+                env.learn_function(parsed.function, scan, self.job.host_params.get(info.key, ()))
                 for attr, node, value, augmented in scan.attribute_writes:
                     kind = env.kind(value)
                     if kind in (TENSOR, BOOL) and not augmented:

@@ -10,7 +10,7 @@ needs a tensor). Whether a host tensor is pinned is tracked separately, for host
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Collection
 
 import libcst as cst
 
@@ -137,7 +137,7 @@ class TensorEnv:
 
     # -- learning -----------------------------------------------------------------------
     def learn_function(self, func: cst.FunctionDef, scan: FunctionScan | None = None,
-                       host_params: frozenset[str] | set[str] = frozenset()) -> None:
+                       host_params: Collection[str] = ()) -> None:
         """Kinds of the function's locals; `host_params` are the parameters every hot caller passes host data."""
         for param in [*func.params.posonly_params, *func.params.params, *func.params.kwonly_params]:
             if param.name.value in host_params:
@@ -281,8 +281,8 @@ class TensorEnv:
             if base in (TENSOR, BOOL) and attr in TENSOR_ATTRS:
                 return TENSOR
             name = self.qualname(node)
-            if name and name.startswith("torch.") and name.split(".")[-1][:1].islower() and name.count(".") == 1:
-                return SCALAR  # torch.float32, torch.bool, ...
+            if _torch_constant(name):
+                return SCALAR
             return None
         if isinstance(node, cst.Call):
             return self._call_kind(node)
@@ -413,10 +413,14 @@ def _moves_device(call: cst.Call, env: "TensorEnv") -> bool:
     for arg in call.args:
         if arg.keyword is not None:
             continue
-        name = env.qualname(arg.value) or ""
-        if not (name.startswith("torch.") and name.count(".") == 1 and name[6:7].islower()):
+        if not _torch_constant(env.qualname(arg.value)):
             return True
     return False
+
+
+def _torch_constant(name: str | None) -> bool:
+    """`torch.float32`, `torch.bool`, ...: a lowercase name right under `torch` read as a value."""
+    return bool(name) and name.startswith("torch.") and name.count(".") == 1 and name[6:7].islower()
 
 
 def _dtype_is_bool(call: cst.Call, env: TensorEnv) -> bool:

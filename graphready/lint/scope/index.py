@@ -19,7 +19,7 @@ from graphready.lint.scope.attrtypes import (
 from graphready.lint.scope.astwalk import walk_body
 from graphready.lint.analysis.deep import python_limits
 from graphready.lint.scope.regions import (
-    Guards, capture_bodies, falsy_when_captured, function_regions, returns_none, with_predicates, within,
+    Guards, Regions, capture_bodies, falsy_when_captured, function_regions, returns_none, with_predicates, within,
 )
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.inference.torchnames import HOST_NAME, TENSOR, annotation_kind
@@ -249,6 +249,7 @@ class _ModuleIndexer:
         self.tables: dict[str, list[str]] = {}  # module-level {kind: LayerClass} tables
         self.none_methods: set[str] = set()  # methods of the class being indexed that return None when captured
         self.bodies: dict[int, list[ast.AST]] = {}  # id(def node) -> walk_body: one walk per function per file
+        self.method_regions: dict[int, tuple[set[str], Guards, Regions]] = {}  # id(def node) -> `_regions`
 
     def run(self, tree: ast.Module) -> ModuleIndex:
         self.names.collect(tree)
@@ -307,15 +308,12 @@ class _ModuleIndexer:
 
     def _returns_none_when_captured(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """Every `return` on a captured line gives None (or a tuple of them): `if is_decode(): return None, None`."""
-        body_nodes = self._body_nodes(node)
-        returns = [r for r in body_nodes if isinstance(r, ast.Return)]
+        returns = [r for r in self._body_nodes(node) if isinstance(r, ast.Return)]
         nones = [r for r in returns if returns_none(r.value)]
         if not nones or len(nones) == len(returns):
             return bool(nones)
-        global_names = {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
-        guards = self.guards.with_aliases(body_nodes, self.names)
-        excluded = function_regions(node, guards, self.names, global_names, body_nodes).excluded
-        captured = [r for r in returns if not within(r.lineno, excluded)]
+        _, _, regions = self._regions(node, None)
+        captured = [r for r in returns if not within(r.lineno, regions.excluded)]
         return bool(captured) and all(returns_none(r.value) for r in captured)
 
     def _body_nodes(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
@@ -325,14 +323,25 @@ class _ModuleIndexer:
             self.bodies[id(node)] = list(walk_body(node.body))
         return self.bodies[id(node)]
 
+    def _regions(self, node, outer: Guards | None) -> tuple[set[str], Guards, Regions]:
+        """Declared globals, guards with the function's aliases, and its eager-only regions; kept for a method
+        (no outer guards) so the class pre-pass and the index compute them once."""
+        if outer is None and id(node) in self.method_regions:
+            return self.method_regions[id(node)]
+        body_nodes = self._body_nodes(node)
+        global_names = {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
+        guards = (outer or self.guards).with_aliases(body_nodes, self.names)
+        found = global_names, guards, function_regions(node, guards, self.names, global_names, body_nodes)
+        if outer is None:
+            self.method_regions[id(node)] = found
+        return found
+
     def _function(self, node, prefix: str, class_info: ClassInfo | None, outer: Guards | None = None) -> None:
         qualname = f"{prefix}{node.name}"
         decorators = [d for d in (self.names.resolve(_decorator_callee(dec)) for dec in node.decorator_list) if d]
         body_nodes = self._body_nodes(node)
-        global_names = {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
         def_line = self.lines[node.lineno - 1] if node.lineno - 1 < len(self.lines) else ""
-        guards = (outer or self.guards).with_aliases(body_nodes, self.names)
-        regions = function_regions(node, guards, self.names, global_names, body_nodes)
+        global_names, guards, regions = self._regions(node, outer)
         dead_when_captured = falsy_when_captured(body_nodes, regions.excluded, self.none_methods)
         if dead_when_captured:
             guards = guards.adding(eager_if=dead_when_captured)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 
 from graphready.lint.scope.astwalk import walk_body
+from graphready.lint.scope.attrtypes import self_attr
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.inference.torchnames import is_tensor_callee
 
@@ -248,8 +249,7 @@ def _identity_pair(test: ast.AST, same: bool) -> tuple[ast.Attribute, ast.AST] |
             and isinstance(test.ops[0], ast.Is if same else ast.IsNot)):
         return None
     left, right = test.left, test.comparators[0]
-    if (isinstance(left, ast.Attribute) and isinstance(left.value, ast.Name) and left.value.id == "self"
-            and isinstance(right, (ast.Name, ast.Attribute))):
+    if self_attr(left) and isinstance(right, (ast.Name, ast.Attribute)):
         return left, right
     return None
 
@@ -286,14 +286,11 @@ def _rebinds_on_change(test: ast.AST, body: list[ast.stmt], flags: dict) -> bool
     pair = _changed_object(test, flags)
     if pair is None:
         return False
-    left, right = pair
-    handed_in = ast.unparse(right)
+    state, handed_in = (ast.unparse(side) for side in pair)
     for node in (n for stmt in body for n in ast.walk(stmt)):
-        if isinstance(node, ast.Assign) and any(ast.unparse(t) == ast.unparse(left) for t in node.targets):
+        if isinstance(node, ast.Assign) and any(ast.unparse(t) == state for t in node.targets):
             return True
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"
-                and any(ast.unparse(arg) == handed_in for arg in node.args)):
+        if isinstance(node, ast.Call) and self_attr(node.func) and any(ast.unparse(arg) == handed_in for arg in node.args):
             return True
     return False
 
@@ -337,11 +334,9 @@ def _stores_state(statements: list[ast.stmt], global_names: set[str]) -> bool:
     """Assigns `self.x`, `self.cache[k]` or a declared global, or fills a container held there
     (`self.seen.add(key)`): state that outlives the call."""
     for target in _assigned(statements):
-        while isinstance(target, (ast.Subscript, ast.Attribute)):
-            target = target.value
-            if isinstance(target, ast.Name) and (target.id == "self" or target.id in global_names):
-                return True
         if isinstance(target, ast.Name) and target.id in global_names:
+            return True
+        if isinstance(target, (ast.Subscript, ast.Attribute)) and _held_by_self_or_global(target, global_names):
             return True
     return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FILLING_METHODS
                and _held_by_self_or_global(node.func.value, global_names)
@@ -472,9 +467,7 @@ def _set_or_filled(node: ast.AST, none_methods: set[str]) -> list[tuple[str, boo
     its other values on eager lines)."""
     if isinstance(node, ast.Assign):
         value = node.value
-        from_none_method = (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
-                            and value.func.attr in none_methods
-                            and isinstance(value.func.value, ast.Name) and value.func.value.id == "self")
+        from_none_method = isinstance(value, ast.Call) and self_attr(value.func) in none_methods
         falsy = from_none_method or _empty_literal(value)
         filled = [(t.value.id, False, False) for t in node.targets  # `pad[:] = values` fills `pad`
                   if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)]
