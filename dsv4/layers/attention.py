@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.compressor import Compressor
-from dsv4.layers.primitives import fp4_fake_quant, fp8_fake_quant, hadamard, head_rms_norm, rms_norm, rope_tail
+from dsv4.layers.primitives import fp4_fake_quant, fp8_fake_quant, hadamard, norm_rope_tail, rms_norm, rope_tail
 from dsv4.layers.weights import Dense, dense_tensor
 
 
@@ -122,8 +122,8 @@ class Attention:
         eps = self.ctx.config.rms_norm_eps
         qr = rms_norm(self.wq_a(x), self.q_norm, eps)
         q = self.wq_b(qr).unflatten(-1, (self.heads, self.head_dim))
-        q = rope_tail(head_rms_norm(q, eps), self.rope_dim, cos_sin)
-        kv = rope_tail(rms_norm(self.wkv(x), self.kv_norm, eps), self.rope_dim, cos_sin)
+        q = norm_rope_tail(q, None, eps, self.rope_dim, cos_sin)
+        kv = norm_rope_tail(self.wkv(x), self.kv_norm, eps, self.rope_dim, cos_sin)
         nope = self.head_dim - self.rope_dim
         kv = torch.cat([fp8_fake_quant(kv[:, :nope]), kv[:, nope:]], dim=-1)
         return q, kv, qr

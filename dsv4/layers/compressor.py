@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.primitives import fp4_fake_quant, fp8_fake_quant, hadamard, linear, rms_norm, rope_tail
+from dsv4.layers.primitives import fp4_fake_quant, fp8_fake_quant, hadamard, linear, norm_rope_tail
 from dsv4.layers.weights import dense_tensor
 
 
@@ -71,8 +71,7 @@ class Compressor:
     def _finish(self, pooled: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
         """norm -> RoPE at the window start -> fake-quant, as the cache stores it (bf16 [B, width])."""
         cfg = self.ctx.config
-        entry = rms_norm(pooled.to(torch.bfloat16), self.norm, cfg.rms_norm_eps)
-        entry = rope_tail(entry, cfg.qk_rope_head_dim, cos_sin)
+        entry = norm_rope_tail(pooled.to(torch.bfloat16), self.norm, cfg.rms_norm_eps, cfg.qk_rope_head_dim, cos_sin)
         if self.indexer:
             return fp4_fake_quant(hadamard(entry), self.ctx.fp4_tables)
         nope = self.width - cfg.qk_rope_head_dim

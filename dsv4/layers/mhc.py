@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.mhc_kernels import fused_post, fused_pre
 from dsv4.layers.sinkhorn import sinkhorn
 from dsv4.layers.weights import dense_tensor
 
@@ -27,6 +28,9 @@ class HyperConnection:
 
     def pre(self, streams: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """streams [B,hc,D] bf16 -> (block input [B,D] bf16, post weights [B,hc], combine matrix [B,hc,hc])."""
+        fused = fused_pre(streams, self.fn, self.scale, self.base, self.iters, self.hc_eps, self.norm_eps)
+        if fused is not None:  # three kernels on CUDA
+            return fused
         hc = self.hc
         m = self._mix(streams)
         pre = torch.sigmoid(m[:, :hc] * self.scale[0] + self.base[:hc]) + self.hc_eps
@@ -42,6 +46,9 @@ class HyperConnection:
 
         The official order: the streams are mixed first (summed over j), then the block output is added.
         """
+        fused = fused_post(y, streams, post, comb)  # one kernel on CUDA
+        if fused is not None:
+            return fused
         mixed = (comb.unsqueeze(-1) * streams.float().unsqueeze(2)).sum(1)
         return (post.unsqueeze(-1) * y.float().unsqueeze(1) + mixed).to(streams.dtype)
 
@@ -57,6 +64,9 @@ class HyperHead:
         self.norm_eps = config.rms_norm_eps
 
     def __call__(self, streams: torch.Tensor) -> torch.Tensor:
+        fused = fused_pre(streams, self.fn, self.scale, self.base, 0, self.hc_eps, self.norm_eps, head=True)
+        if fused is not None:  # two kernels on CUDA
+            return fused
         flat = streams.flatten(1).float()
         r = torch.rsqrt(flat.square().mean(-1, keepdim=True) + self.norm_eps)
         m = (flat @ self.fn.T) * r

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from dsv4.layers.fp8_quant import fused_fp8_fake_quant
+from dsv4.layers.norm_rope import NORM_BF16, NORM_FP32, NORM_NONE, fused_norm_rope
 
 FP8_MAX = 448.0
 FP4_MAX = 6.0
@@ -26,6 +27,9 @@ FP4_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
     """RMSNorm over the last dim, computed in fp32, returned in the input dtype."""
+    fused = fused_norm_rope(x, NORM_FP32, weight, eps)  # one kernel on CUDA
+    if fused is not None:
+        return fused
     xf = x.float()
     y = xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)
     if weight is not None:
@@ -84,6 +88,9 @@ def apply_rope(x: torch.Tensor, cos_sin: torch.Tensor, inverse: bool = False) ->
 
 def rope_tail(x: torch.Tensor, rope_dim: int, cos_sin: torch.Tensor, inverse: bool = False) -> torch.Tensor:
     """Apply RoPE to the last `rope_dim` channels of `x`, leaving the others untouched."""
+    fused = fused_norm_rope(x, NORM_NONE, None, 0.0, rope_dim, cos_sin, inverse)
+    if fused is not None:
+        return fused
     head, tail = x[..., :-rope_dim], x[..., -rope_dim:]
     return torch.cat([head, apply_rope(tail, cos_sin, inverse)], dim=-1)
 
@@ -91,6 +98,17 @@ def rope_tail(x: torch.Tensor, rope_dim: int, cos_sin: torch.Tensor, inverse: bo
 def head_rms_norm(q: torch.Tensor, eps: float) -> torch.Tensor:
     """Per-head RMSNorm without weight, every op in q's dtype (bf16), as the official ``q *= rsqrt(mean(q^2)+eps)``."""
     return q * torch.rsqrt(q.square().mean(-1, keepdim=True) + eps)
+
+
+def norm_rope_tail(x: torch.Tensor, weight: torch.Tensor | None, eps: float, rope_dim: int,
+                   cos_sin: torch.Tensor) -> torch.Tensor:
+    """``rope_tail(rms_norm(x, weight, eps), ...)``, or with `weight` None ``rope_tail(head_rms_norm(x, eps), ...)``:
+    one kernel on CUDA."""
+    fused = fused_norm_rope(x, NORM_BF16 if weight is None else NORM_FP32, weight, eps, rope_dim, cos_sin)
+    if fused is not None:
+        return fused
+    normed = head_rms_norm(x, eps) if weight is None else rms_norm(x, weight, eps)
+    return rope_tail(normed, rope_dim, cos_sin)
 
 
 def pow2_round_scale(amax: torch.Tensor, qmax: float, floor: float) -> torch.Tensor:

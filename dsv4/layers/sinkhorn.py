@@ -27,11 +27,10 @@ if triton is not None:
         return tl.sum(tl.where(index == k, m, 0.0), axis=axis)
 
     @triton.jit
-    def _sinkhorn(comb, out, iters, eps, HC: tl.constexpr):
-        base = tl.program_id(0) * HC * HC
+    def sinkhorn_tile(m, iters, eps, HC: tl.constexpr):
+        """`sinkhorn_torch` on one [HC, HC] fp32 tile held in registers (used by mHC's fused kernels too)."""
         rows = tl.arange(0, HC)[:, None]
         cols = tl.arange(0, HC)[None, :]
-        m = tl.load(comb + base + rows * HC + cols)
         # torch's CUDA sums, as measured on an H100: a column (strided) in index order, a row (contiguous,
         # one vector load) as (0 + 2) + (1 + 3)
         col_sum = ((_entry(m, rows, 0, 0) + _entry(m, rows, 1, 0)) + _entry(m, rows, 2, 0)) + _entry(m, rows, 3, 0)
@@ -41,7 +40,12 @@ if triton is not None:
             m = tl.math.div_rn(m, row_sum[:, None] + eps)
             col_sum = ((_entry(m, rows, 0, 0) + _entry(m, rows, 1, 0)) + _entry(m, rows, 2, 0)) + _entry(m, rows, 3, 0)
             m = tl.math.div_rn(m, col_sum[None, :] + eps)
-        tl.store(out + base + rows * HC + cols, m)
+        return m
+
+    @triton.jit
+    def _sinkhorn(comb, out, iters, eps, HC: tl.constexpr):
+        offsets = tl.program_id(0) * HC * HC + tl.arange(0, HC)[:, None] * HC + tl.arange(0, HC)[None, :]
+        tl.store(out + offsets, sinkhorn_tile(tl.load(comb + offsets), iters, eps, HC))
 
 
 def sinkhorn_torch(comb: torch.Tensor, iters: int, eps: float) -> torch.Tensor:

@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "first-call work inside the capture (GD203; one more target build per lane)")
     parser.add_argument("--preset", metavar="NAME", help="dsv4 target: tiny (default), flash, pro or pro-<N>L")
     parser.add_argument("--checkpoint", metavar="DIR", help="dsv4 target: load weights from this checkpoint")
+    parser.add_argument("--mtp", action="store_true",
+                        help="dsv4 target: the speculative model (MTP layer, two rows per step), with the MTP "
+                             "layer and the accept/advance step as units")
     parser.add_argument(
         "--lint",
         action=argparse.BooleanOptionalAction,
@@ -97,8 +100,10 @@ def _validate(args) -> tuple[Severity, str]:
             kwargs["checkpoint"] = str(Path(args.checkpoint).resolve())
         else:
             kwargs["preset"] = args.preset or "tiny"
-    elif args.preset or args.checkpoint:
-        raise UsageError("--preset and --checkpoint apply only to the built-in dsv4 target")
+        if args.mtp:
+            kwargs["mtp"] = True
+    elif args.preset or args.checkpoint or args.mtp:
+        raise UsageError("--preset, --checkpoint and --mtp apply only to the built-in dsv4 target")
     return fail_on, json.dumps(kwargs)
 
 
@@ -189,7 +194,7 @@ def check_settings(args: argparse.Namespace, fail_on: Severity, factory_kwargs: 
         settings["cold-capture"] = True
     if args.unit:
         settings["unit"] = list(args.unit)
-    settings.update(json.loads(factory_kwargs))  # dsv4: preset, checkpoint
+    settings.update(json.loads(factory_kwargs))  # dsv4: preset, checkpoint, mtp
     return settings
 
 

@@ -122,3 +122,53 @@ def test_fused_sinkhorn_is_bit_identical_to_the_torch_form(iters):
         comb = torch.softmax(torch.randn(batch, 4, 4, device="cuda", generator=gen) * scales, -1) + 1e-6
         fused = sinkhorn(comb, iters, 1e-6)
         assert torch.equal(fused.view(torch.int32), sinkhorn_torch(comb, iters, 1e-6).view(torch.int32)), batch
+
+
+@needs_gpu
+def test_fused_norm_and_rope_match_the_torch_form():
+    """RMSNorm (+ RoPE) kernels on CUDA against the torch ops on the CPU: every output within one unit in the
+    last place of bf16 (the sum of squares adds in another order; products may fuse)."""
+    from dsv4.layers.primitives import norm_rope_tail, rms_norm, rope_tail
+
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 16, 512, generator=gen).to(torch.bfloat16)
+    weight = torch.rand(512, generator=gen) + 0.5
+    cos_sin = torch.randn(2, 2, 32, generator=gen)
+    cases = {
+        "rms_norm": lambda t, w, cs: rms_norm(t, w, 1e-6),
+        "rms_norm bf16 weight": lambda t, w, cs: rms_norm(t, w.to(torch.bfloat16), 1e-6),
+        "norm + rope": lambda t, w, cs: norm_rope_tail(t, w, 1e-6, 64, cs),
+        "head norm + rope": lambda t, w, cs: norm_rope_tail(t, None, 1e-6, 64, cs),
+        "inverse rope": lambda t, w, cs: rope_tail(t, 64, cs, inverse=True),
+    }
+    for name, f in cases.items():
+        cpu = f(x, weight, cos_sin).float()
+        cuda = f(x.cuda(), weight.cuda(), cos_sin.cuda()).float().cpu()
+        ulp = cpu.abs().clamp(min=1e-3) * 2.0**-7
+        assert ((cuda - cpu).abs() <= ulp).all(), name
+
+
+@needs_gpu
+def test_fused_mhc_pre_post_and_head_match_the_torch_form():
+    """mHC pre/post and hc_head kernels on CUDA against the torch form on the CPU, at Pro's width."""
+    from dsv4.config import preset
+    from dsv4.layers.mhc import HyperConnection, HyperHead
+
+    cfg = preset("pro")
+    gen = torch.Generator().manual_seed(4)
+    d, hc = cfg.hidden_size, cfg.hc_mult
+    fn, scale, base = torch.randn(24, hc * d, generator=gen) * 0.02, torch.rand(3, generator=gen), torch.randn(24, generator=gen)
+    streams = torch.randn(1, hc, d, generator=gen).to(torch.bfloat16)
+    y = torch.randn(1, d, generator=gen).to(torch.bfloat16)
+    on_cpu, on_cuda = HyperConnection(fn, scale, base, cfg, "cpu"), HyperConnection(fn, scale, base, cfg, "cuda")
+    x_cpu, post_cpu, comb_cpu = on_cpu.pre(streams)
+    x_gpu, post_gpu, comb_gpu = on_cuda.pre(streams.cuda())
+    assert torch.allclose(post_gpu.cpu(), post_cpu, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(comb_gpu.cpu(), comb_cpu, rtol=1e-4, atol=1e-6)
+    assert ((x_gpu.float().cpu() - x_cpu.float()).abs() <= x_cpu.float().abs().clamp(min=1e-3) * 2.0**-7).all()
+    out_cpu = HyperConnection.post(y, streams, post_cpu, comb_cpu).float()
+    out_gpu = HyperConnection.post(y.cuda(), streams.cuda(), post_cpu.cuda(), comb_cpu.cuda()).float().cpu()
+    assert ((out_gpu - out_cpu).abs() <= out_cpu.abs().clamp(min=1e-3) * 2.0**-7).all()
+    head_cpu = HyperHead(fn[:hc], scale[:1], base[:hc], cfg, "cpu")(streams).float()
+    head_gpu = HyperHead(fn[:hc], scale[:1], base[:hc], cfg, "cuda")(streams.cuda()).float().cpu()
+    assert ((head_gpu - head_cpu).abs() <= head_cpu.abs().clamp(min=1e-3) * 2.0**-7).all()

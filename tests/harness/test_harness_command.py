@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import sys
 import pytest
 
 from graphready.findings import Severity
-from graphready.harness.command import build_report
+from graphready.harness.command import _validate, add_arguments, build_report, check_settings
 from graphready.harness.result import UnitResult, make_finding
 
 TARGETS = "tests/harness/harness_targets.py"
@@ -28,6 +29,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
         ([f"{TARGETS}:two_units", "--unit", "nope"], "no unit named 'nope'"),
         ([f"{TARGETS}:two_units", "--steps", "0"], "--steps"),
         ([f"{TARGETS}:two_units", "--preset", "tiny"], "only to the built-in dsv4"),
+        ([f"{TARGETS}:two_units", "--mtp"], "only to the built-in dsv4"),
         (["dsv4", "--checkpoint", "/no/such/dir"], "no such directory"),
         (["dsv4", "--preset", "pro-99L"], "unknown preset 'pro-99L'"),
         (["dsv4", "--preset", "flash", "--checkpoint", "."], "not both"),
@@ -40,6 +42,22 @@ def test_usage_errors_exit_2_with_a_message(args, message):
     assert proc.returncode == 2
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_mtp_reaches_the_dsv4_factory_and_the_recorded_settings():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["dsv4", "--preset", "tiny", "--mtp"])
+    fail_on, factory_kwargs = _validate(args)
+    assert json.loads(factory_kwargs) == {"preset": "tiny", "mtp": True}
+    assert check_settings(args, fail_on, factory_kwargs)["mtp"] is True
+    assert "mtp" not in json.loads(_validate(parser.parse_args(["dsv4"]))[1])
+
+
+def test_dsv4_with_mtp_lists_the_mtp_and_advance_units():
+    proc = _cli("dsv4", "--preset", "tiny", "--mtp", "--unit", "nope")
+    assert proc.returncode == 2
+    assert "available: layer0, layer1, layer2, layer3, layer4, layer5, mtp, advance, step" in proc.stderr
 
 
 def test_no_gpu_exits_2(tmp_path):

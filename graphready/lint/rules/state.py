@@ -108,19 +108,32 @@ class StateRebind(_FreshTensors):
     code = "GR306"
 
     def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
-        if _in_constructor(ctx) or not ctx.env.is_tensor(node.value):
-            return
         for target in node.targets:
-            attr = self_attr(target.target)
-            if attr is not None:
-                self._check_attr(target.target, attr, node.value, ctx)
-            elif isinstance(target.target, cst.Name) and target.target.value in ctx.facts.frozen_globals \
-                    and mentions_name(node.value, target.target.value):
-                ctx.report(target.target, f"global `{target.target.value}` is re-bound to a new tensor in the step; "
-                                          "a captured graph keeps the old storage; update it in place")
+            self._check_target(target.target, node.value, ctx)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign, ctx: RuleContext) -> None:
+        if node.value is not None:  # `self.cache: torch.Tensor = self.cache.to(x.device)` re-binds all the same
+            self._check_target(node.target, node.value, ctx)
+
+    def _check_target(self, target: cst.BaseExpression, value: cst.BaseExpression, ctx: RuleContext) -> None:
+        if _in_constructor(ctx) or not ctx.env.is_tensor(value):
+            return
+        attr = self_attr(target)
+        if attr is not None:
+            self._check_attr(target, attr, value, ctx)
+        elif isinstance(target, cst.Name) and target.value in ctx.facts.frozen_globals \
+                and mentions_name(value, target.value):
+            ctx.report(target, f"global `{target.value}` is re-bound to a new tensor in the step; "
+                               "a captured graph keeps the old storage; update it in place")
 
     def _check_attr(self, target: cst.BaseExpression, attr: str, value: cst.BaseExpression, ctx: RuleContext) -> None:
         if _conversion_of(value, attr):
+            if attr in ctx.facts.buffers:
+                ctx.report(target, f"registered buffer `self.{attr}` is converted and re-bound in the step: under "
+                                   "torch.compile the assignment is a graph output written back to the module's "
+                                   "buffers, new storage every step, which a CUDA graph over the compiled code does "
+                                   f"not follow; move or convert `self.{attr}` at load time")
+                return
             first_call_captured = ctx.function.key in ctx.facts.unwarmed
             ctx.report(target, f"`self.{attr}` is converted and re-bound in the step: a no-op after the first call, "
                                "but if that call is a capture (or the target device/dtype changes) the graph copies "

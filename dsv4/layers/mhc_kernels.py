@@ -1,0 +1,143 @@
+"""mHC's pre and post mixing as three Triton kernels on CUDA (about 30 in torch ops).
+
+`pre` reads the four residual streams twice: once for the mixing GEMV (24 outputs over hc*D inputs, fp32
+weights, plus the sum of squares of the same inputs for the RMS factor), once for the weighted sum that
+feeds the block. At batch 1 cuBLAS runs that skinny fp32 GEMV at a third of the memory bandwidth, and the
+rest (norm factor, sigmoids, softmax, Sinkhorn, weighted sum) is two dozen tiny kernels. Here:
+
+* `_mix_partials`: split-K GEMV, each program one slice of the inputs, writing its partial dot products
+  and sum of squares (no atomics: the result does not depend on scheduling, so replay equals eager);
+* `_pre_tail`: every program sums the partials in a fixed order, applies the RMS factor, the gates and
+  Sinkhorn (the same tile code as `sinkhorn.py`), and writes its slice of the block input;
+* `_post`: ``X'_k = post_k * y + sum_j comb[j,k] X_j`` in fp32, the streams mixed first (official order).
+
+The arithmetic is the torch form's in fp32; sums run in another order, so results agree to fp32 rounding
+before the final bf16 cast, not bit for bit. Other devices, and hc other than 4, use the torch form.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dsv4.layers.sinkhorn import triton
+
+if triton is not None:
+    import triton.language as tl
+
+    from dsv4.layers.sinkhorn import sinkhorn_tile
+
+    @triton.jit
+    def _mix_partials(streams, fn, dots, squares, k_total, n_mix, n_splits,
+                      NPAD: tl.constexpr, CHUNK: tl.constexpr, BLOCK_K: tl.constexpr):
+        b = tl.program_id(0)
+        split = tl.program_id(1)
+        outs = tl.arange(0, NPAD)
+        out_ok = outs < n_mix
+        acc = tl.zeros([NPAD], dtype=tl.float32)
+        sq = tl.zeros([BLOCK_K], dtype=tl.float32)
+        for start in range(0, CHUNK, BLOCK_K):
+            k = split * CHUNK + start + tl.arange(0, BLOCK_K)
+            k_ok = k < k_total
+            v = tl.load(streams + b * k_total + k, mask=k_ok, other=0.0).to(tl.float32)
+            w = tl.load(fn + outs[:, None] * k_total + k[None, :], mask=out_ok[:, None] & k_ok[None, :], other=0.0)
+            acc += tl.sum(w * v[None, :], axis=1)
+            sq += v * v
+        row = b * n_splits + split
+        tl.store(dots + row * NPAD + outs, acc)
+        tl.store(squares + row, tl.sum(sq, axis=0))
+
+    @triton.jit
+    def _mixed(dots, rows, split_ok, offsets):
+        """Sum over the splits (`rows`: their offsets [BLOCK_S]) of the partial dot products at `offsets` [HC]."""
+        return tl.sum(tl.load(dots + rows[:, None] + offsets[None, :], mask=split_ok[:, None], other=0.0), axis=0)
+
+    @triton.jit
+    def _pre_tail(streams, dots, squares, scale, base, x_out, post_out, comb_out, n_splits, d, iters,
+                  hc_eps, norm_eps, HC: tl.constexpr, HEAD: tl.constexpr, NPAD: tl.constexpr,
+                  BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+        b = tl.program_id(0)
+        splits = tl.arange(0, BLOCK_S)
+        split_ok = splits < n_splits
+        rows = (b * n_splits + splits) * NPAD
+        sq = tl.sum(tl.load(squares + b * n_splits + splits, mask=split_ok, other=0.0), axis=0)
+        r = tl.math.rsqrt(sq / (HC * d) + norm_eps)
+        lanes = tl.arange(0, HC)
+        pre = tl.sigmoid(_mixed(dots, rows, split_ok, lanes) * r * tl.load(scale)
+                         + tl.load(base + lanes)) + hc_eps
+        if not HEAD:
+            if tl.program_id(1) == 0:
+                post = 2 * tl.sigmoid(_mixed(dots, rows, split_ok, HC + lanes) * r * tl.load(scale + 1)
+                                      + tl.load(base + HC + lanes))
+                tl.store(post_out + b * HC + lanes, post)
+                tile = lanes[:, None] * HC + lanes[None, :]
+                parts = tl.load(dots + rows[:, None, None] + 2 * HC + tile[None, :, :], mask=split_ok[:, None, None],
+                                other=0.0)
+                logits = tl.sum(parts, axis=0) * r * tl.load(scale + 2) + tl.load(base + 2 * HC + tile)
+                e = tl.exp(logits - tl.max(logits, axis=1)[:, None])
+                soft = e / tl.sum(e, axis=1)[:, None] + hc_eps
+                tl.store(comb_out + b * HC * HC + tile, sinkhorn_tile(soft, iters, hc_eps, HC))
+        cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+        ok = cols < d
+        s = tl.load(streams + b * HC * d + lanes[:, None] * d + cols[None, :], mask=ok[None, :], other=0.0)
+        x = tl.sum(pre[:, None] * s.to(tl.float32), axis=0)
+        tl.store(x_out + b * d + cols, x.to(x_out.dtype.element_ty), mask=ok)
+
+    @triton.jit
+    def _post(y, streams, post, comb, out, d, HC: tl.constexpr, BLOCK_D: tl.constexpr):
+        b = tl.program_id(0)
+        lanes = tl.arange(0, HC)
+        cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+        ok = cols < d
+        s = tl.load(streams + b * HC * d + lanes[:, None] * d + cols[None, :], mask=ok[None, :], other=0.0)
+        c = tl.load(comb + b * HC * HC + lanes[:, None] * HC + lanes[None, :])  # [j, k]
+        mixed = tl.sum(c[:, :, None] * s.to(tl.float32)[:, None, :], axis=0)  # [k, D]: sum over j
+        yv = tl.load(y + b * d + cols, mask=ok, other=0.0).to(tl.float32)
+        p = tl.load(post + b * HC + lanes)
+        result = p[:, None] * yv[None, :] + mixed
+        tl.store(out + b * HC * d + lanes[:, None] * d + cols[None, :], result.to(out.dtype.element_ty),
+                 mask=ok[None, :])
+
+CHUNK = 512  # inputs per split of the mixing GEMV: 56 programs per token for Pro's 4 x 7168
+BLOCK_K = 256
+BLOCK_D = 1024
+
+
+def _usable(streams: torch.Tensor, *tensors: torch.Tensor) -> bool:
+    return (triton is not None and streams.is_cuda and streams.dim() == 3 and streams.shape[1] == 4
+            and streams.numel() > 0 and all(t.is_contiguous() for t in (streams, *tensors)))
+
+
+def fused_pre(streams: torch.Tensor, fn: torch.Tensor, scale: torch.Tensor, base: torch.Tensor, iters: int,
+              hc_eps: float, norm_eps: float, head: bool = False):
+    """(block input [B,D], post [B,hc], comb [B,hc,hc]) of mHC pre (or, with `head`, hc_head's collapsed
+    streams [B,D] alone), or None where the torch form must run."""
+    if not _usable(streams, fn, scale, base) or fn.dtype != torch.float32:
+        return None
+    batch, hc, d = streams.shape
+    n_mix, k_total = fn.shape
+    splits = triton.cdiv(k_total, CHUNK)
+    npad = triton.next_power_of_2(n_mix)
+    # inside a capture the graph pool serves these buffers, at the same address each replay
+    dots = torch.empty(batch, splits, npad, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
+    squares = torch.empty(batch, splits, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
+    _mix_partials[(batch, splits)](streams, fn, dots, squares, k_total, n_mix, splits,
+                                   NPAD=npad, CHUNK=CHUNK, BLOCK_K=BLOCK_K)
+    x = torch.empty(batch, d, dtype=streams.dtype, device=streams.device)  # graphready: ignore[GR301]
+    post = comb = x
+    if not head:
+        post = torch.empty(batch, hc, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
+        comb = torch.empty(batch, hc, hc, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
+    _pre_tail[(batch, triton.cdiv(d, BLOCK_D))](streams, dots, squares, scale, base, x, post, comb, splits, d,
+                                                iters, hc_eps, norm_eps, HC=hc, HEAD=head, NPAD=npad,
+                                                BLOCK_S=triton.next_power_of_2(splits), BLOCK_D=BLOCK_D)
+    return x if head else (x, post, comb)
+
+
+def fused_post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor):
+    """mHC post ([B,hc,D] in the streams' dtype), or None where the torch form must run."""
+    if not _usable(streams, y, post, comb) or post.dtype != torch.float32 or comb.dtype != torch.float32:
+        return None
+    batch, hc, d = streams.shape
+    out = torch.empty_like(streams)  # graphready: ignore[GR301] inside a capture the graph pool serves it
+    _post[(batch, triton.cdiv(d, BLOCK_D))](y, streams, post, comb, out, d, HC=hc, BLOCK_D=BLOCK_D)
+    return out
