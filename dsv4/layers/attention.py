@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.compressor import Compressor
-from dsv4.layers.primitives import fp4_fake_quant, fp8_fake_quant, hadamard, norm_rope_tail, rms_norm, rope_tail
+from dsv4.layers.primitives import fp8_fake_quant, hadamard_fp4, norm_rope_tail, rms_norm, rope_tail
 from dsv4.layers.weights import Dense, dense_tensor
 
 
@@ -52,7 +52,7 @@ class Indexer:
         """Indexer queries [B, heads, dim] (RoPE, Hadamard, FP4) and head weights [B, heads], both bf16."""
         q = self.wq_b(qr).unflatten(-1, (self.heads, self.dim))
         q = rope_tail(q, self.ctx.config.qk_rope_head_dim, cos_sin)
-        q = fp4_fake_quant(hadamard(q), self.ctx.fp4_tables)
+        q = hadamard_fp4(q, self.ctx.fp4_tables)
         return q, self.weights_proj(x) * self.scale
 
     def scores(self, q: torch.Tensor, w: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:

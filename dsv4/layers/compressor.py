@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.primitives import fp4_fake_quant, fp8_fake_quant, hadamard, linear, norm_rope_tail
+from dsv4.layers.primitives import fp8_fake_quant, hadamard_fp4, linear, norm_rope_tail
 from dsv4.layers.weights import dense_tensor
 
 
@@ -73,7 +73,7 @@ class Compressor:
         cfg = self.ctx.config
         entry = norm_rope_tail(pooled.to(torch.bfloat16), self.norm, cfg.rms_norm_eps, cfg.qk_rope_head_dim, cos_sin)
         if self.indexer:
-            return fp4_fake_quant(hadamard(entry), self.ctx.fp4_tables)
+            return hadamard_fp4(entry, self.ctx.fp4_tables)
         nope = self.width - cfg.qk_rope_head_dim
         return torch.cat([fp8_fake_quant(entry[:, :nope]), entry[:, nope:]], dim=-1)
 

@@ -24,20 +24,24 @@ ROWS = 16  # blocks per program
 if triton is not None:
 
     @triton.jit
-    def _fp8_fake_quant(x, out, n_blocks, BLOCK: tl.constexpr, ROWS_: tl.constexpr, QMAX: tl.constexpr,
-                        FLOOR: tl.constexpr):
-        rows = tl.program_id(0) * ROWS_ + tl.arange(0, ROWS_)
-        ok = rows < n_blocks
-        offsets = rows[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
-        v = tl.load(x + offsets, mask=ok[:, None], other=0.0).to(tl.float32)
+    def fp8_round_trip(v, QMAX: tl.constexpr, FLOOR: tl.constexpr):
+        """e4m3 fake quantisation of each row of an fp32 tile [rows, block] (one row = one scale block)."""
         y = tl.maximum(tl.max(tl.abs(v), axis=1), FLOOR) * (1.0 / QMAX)
         bits = y.to(tl.int32, bitcast=True)
         exponent = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(tl.int32)
         scale = (exponent << 23).to(tl.float32, bitcast=True)
         inverse = ((254 - exponent) << 23).to(tl.float32, bitcast=True)
         q = tl.minimum(tl.maximum(v * inverse[:, None], -QMAX), QMAX)
-        q = q.to(tl.float8e4nv).to(tl.float32) * scale[:, None]
-        tl.store(out + offsets, q.to(out.dtype.element_ty), mask=ok[:, None])
+        return q.to(tl.float8e4nv).to(tl.float32) * scale[:, None]
+
+    @triton.jit
+    def _fp8_fake_quant(x, out, n_blocks, BLOCK: tl.constexpr, ROWS_: tl.constexpr, QMAX: tl.constexpr,
+                        FLOOR: tl.constexpr):
+        rows = tl.program_id(0) * ROWS_ + tl.arange(0, ROWS_)
+        ok = rows < n_blocks
+        offsets = rows[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
+        v = tl.load(x + offsets, mask=ok[:, None], other=0.0).to(tl.float32)
+        tl.store(out + offsets, fp8_round_trip(v, QMAX, FLOOR).to(out.dtype.element_ty), mask=ok[:, None])
 
 
 def fused_fp8_fake_quant(x: torch.Tensor, block: int, qmax: float, floor: float) -> torch.Tensor | None:

@@ -10,13 +10,26 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.expert_matvec import expert_matvec
-from dsv4.layers.primitives import act_quant
+from dsv4.layers.primitives import ACT_BLOCK, AMAX_FLOOR, FP8_MAX, act_quant
+from dsv4.layers.swiglu import fused_swiglu
 from dsv4.layers.weights import Dense, dense_tensor, stores_quantized
 
 
 def clamped_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float) -> torch.Tensor:
     """silu(min(g, limit)) * clamp(u, -limit, limit) in fp32."""
     return torch.nn.functional.silu(gate.float().clamp(max=limit)) * up.float().clamp(-limit, limit)
+
+
+def swiglu_bf16(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: torch.Tensor | None = None,
+                quantize: bool = False) -> torch.Tensor:
+    """`clamped_swiglu` times the per-row `weight`, in bf16, FP8-quantised (`act_quant`) when `quantize`:
+    one kernel on CUDA."""
+    fused = fused_swiglu(gate, up, limit, weight, ACT_BLOCK if quantize else 0, FP8_MAX, AMAX_FLOOR)
+    if fused is not None:
+        return fused
+    h = clamped_swiglu(gate, up, limit)
+    h = (h if weight is None else h * weight.unsqueeze(-1)).to(torch.bfloat16)
+    return act_quant(h) if quantize else h
 
 
 class MoE:
@@ -73,11 +86,9 @@ class MoE:
         xs = xq.unsqueeze(1).expand(-1, self.top_k, -1).reshape(-1, x.shape[-1])  # [B*k, D]
         gate = expert_matvec(self.w1, flat, xs, self.gate_out)
         up = expert_matvec(self.w3, flat, xs, self.up_out)
-        h = (clamped_swiglu(gate, up, self.limit) * w.flatten().unsqueeze(-1)).to(torch.bfloat16)
-        if self.quantize_down_input:
-            h = act_quant(h)
+        h = swiglu_bf16(gate, up, self.limit, w.flatten(), self.quantize_down_input)
         down = expert_matvec(self.w2, flat, h, self.down_out)
         y = down.float().unflatten(0, (x.shape[0], self.top_k)).sum(1)
         for w1, w2, w3 in self.shared:
-            y = y + w2(clamped_swiglu(w1(x), w3(x), self.limit).to(torch.bfloat16)).float()
+            y = y + w2(swiglu_bf16(w1(x), w3(x), self.limit)).float()
         return y.to(torch.bfloat16)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from dsv4.layers.fp8_quant import fused_fp8_fake_quant
+from dsv4.layers.hadamard_fp4 import fused_hadamard_fp4
 from dsv4.layers.norm_rope import NORM_BF16, NORM_FP32, NORM_NONE, fused_norm_rope
 
 FP8_MAX = 448.0
@@ -197,6 +198,12 @@ def hadamard(x: torch.Tensor) -> torch.Tensor:
         y = torch.stack((a + b, a - b), dim=-2).flatten(-3)
         h *= 2
     return (y * n**-0.5).to(x.dtype)
+
+
+def hadamard_fp4(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """``fp4_fake_quant(hadamard(x), tables)``, the indexer's queries and keys: one kernel on CUDA."""
+    fused = fused_hadamard_fp4(x, FP4_BLOCK, FP4_AMAX_FLOOR)
+    return fused if fused is not None else fp4_fake_quant(hadamard(x), tables)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

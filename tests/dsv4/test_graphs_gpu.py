@@ -172,3 +172,39 @@ def test_fused_mhc_pre_post_and_head_match_the_torch_form():
     head_cpu = HyperHead(fn[:hc], scale[:1], base[:hc], cfg, "cpu")(streams).float()
     head_gpu = HyperHead(fn[:hc], scale[:1], base[:hc], cfg, "cuda")(streams.cuda()).float().cpu()
     assert ((head_gpu - head_cpu).abs() <= head_cpu.abs().clamp(min=1e-3) * 2.0**-7).all()
+
+
+@needs_gpu
+def test_fused_swiglu_matches_the_torch_form_and_quantises_like_act_quant():
+    """Clamped SwiGLU x routing weight in one kernel: within a bf16 unit of the torch ops on the CPU, and its
+    FP8 variant is exactly `act_quant` of its bf16 result (the same block-scale code)."""
+    from dsv4.layers.moe import swiglu_bf16
+    from dsv4.layers.primitives import ACT_BLOCK, fp8_fake_quant_torch
+
+    gen = torch.Generator().manual_seed(5)
+    gate = (torch.randn(6, 3072, generator=gen) * 6).to(torch.bfloat16)
+    up = (torch.randn(6, 3072, generator=gen) * 6).to(torch.bfloat16)
+    weight = torch.rand(6, generator=gen)
+    cpu = swiglu_bf16(gate, up, 10.0, weight).float()
+    cuda = swiglu_bf16(gate.cuda(), up.cuda(), 10.0, weight.cuda())
+    assert ((cuda.float().cpu() - cpu).abs() <= cpu.abs().clamp(min=1e-3) * 2.0**-7).all()
+    quantised = swiglu_bf16(gate.cuda(), up.cuda(), 10.0, weight.cuda(), quantize=True)
+    assert torch.equal(quantised.view(torch.int16), fp8_fake_quant_torch(cuda, ACT_BLOCK).view(torch.int16))
+    shared = swiglu_bf16(gate.cuda(), up.cuda(), 10.0).float().cpu()  # no routing weight: the shared expert
+    plain = swiglu_bf16(gate, up, 10.0).float()
+    assert ((shared - plain).abs() <= plain.abs().clamp(min=1e-3) * 2.0**-7).all()
+
+
+@needs_gpu
+def test_fused_hadamard_fp4_is_bit_identical_to_the_torch_form():
+    """The indexer's Hadamard + FP4 round trip as one kernel against the torch ops on CUDA, for queries
+    [1, 64 heads, 128] and keys [1, 128], over magnitudes from tiny to large."""
+    from dsv4.layers.primitives import fp4_fake_quant, hadamard, hadamard_fp4, make_fp4_tables
+
+    gen = torch.Generator(device="cuda").manual_seed(6)
+    tables = make_fp4_tables("cuda")
+    for shape in ((1, 64, 128), (1, 128), (3, 128)):
+        x = torch.randn(*shape, device="cuda", generator=gen)
+        x = (x * torch.logspace(-6, 6, shape[-2] if len(shape) > 2 else 1, device="cuda").reshape(-1, 1)).to(torch.bfloat16)
+        assert torch.equal(hadamard_fp4(x, tables).view(torch.int16),
+                           fp4_fake_quant(hadamard(x), tables).view(torch.int16)), shape

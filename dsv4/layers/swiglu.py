@@ -1,0 +1,57 @@
+"""The experts' clamped SwiGLU, times the routing weight, rounded to bf16 and (optionally) FP8-quantised for
+the down projection, as one Triton kernel on CUDA.
+
+In torch ops that chain is about ten kernels per expert GEMM pair (casts, clamps, silu, products, the FP8
+round trip), for a [top_k, 3072] tile at batch 1: pure launch cost. The kernel computes the torch form's
+fp32 arithmetic in its order (`silu(min(g, limit)) * clamp(u, -limit, limit)`, then the weight), rounds
+to bf16, and quantises each 128-wide block of those bf16 values with the same code as `fp8_quant`; only
+silu's exponential may differ in the last fp32 bit, so results agree to bf16 rounding. Other devices,
+strided inputs and widths that are not a multiple of the block use the torch form.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dsv4.layers.fp8_quant import triton
+
+BLOCKS = 8  # quantisation blocks per program
+
+if triton is not None:
+    import triton.language as tl
+
+    from dsv4.layers.fp8_quant import fp8_round_trip
+
+    @triton.jit
+    def _swiglu(gate, up, weight, out, n, limit, HAS_WEIGHT: tl.constexpr, QUANT: tl.constexpr,
+                BLOCK: tl.constexpr, BLOCKS_: tl.constexpr, QMAX: tl.constexpr, FLOOR: tl.constexpr):
+        row = tl.program_id(0)
+        blocks = tl.program_id(1) * BLOCKS_ + tl.arange(0, BLOCKS_)
+        cols = blocks[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
+        ok = cols < n
+        g = tl.minimum(tl.load(gate + row * n + cols, mask=ok, other=0.0).to(tl.float32), limit)
+        u = tl.load(up + row * n + cols, mask=ok, other=0.0).to(tl.float32)
+        h = g * tl.sigmoid(g) * tl.minimum(tl.maximum(u, -limit), limit)
+        if HAS_WEIGHT:
+            h = h * tl.load(weight + row)
+        h = h.to(tl.bfloat16).to(tl.float32)
+        if QUANT:
+            h = fp8_round_trip(h, QMAX, FLOOR)
+        tl.store(out + row * n + cols, h.to(tl.bfloat16), mask=ok)
+
+
+def fused_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: torch.Tensor | None,
+                 quant_block: int, qmax: float, floor: float) -> torch.Tensor | None:
+    """bf16 [rows, n] (FP8-quantised per `quant_block` when it is not 0), or None where the torch form must run.
+    `weight`: fp32 [rows], one routing weight per row, or None."""
+    block = quant_block or 128
+    if (triton is None or not gate.is_cuda or gate.dim() != 2 or gate.shape != up.shape or gate.numel() == 0
+            or not (gate.is_contiguous() and up.is_contiguous()) or gate.shape[-1] % block
+            or (weight is not None and (weight.dtype != torch.float32 or not weight.is_contiguous()))):
+        return None
+    rows, n = gate.shape
+    out = torch.empty(rows, n, dtype=torch.bfloat16, device=gate.device)  # graphready: ignore[GR301] graph pool
+    grid = (rows, triton.cdiv(n // block, BLOCKS))
+    _swiglu[grid](gate, up, weight if weight is not None else gate, out, n, limit, HAS_WEIGHT=weight is not None,
+                  QUANT=bool(quant_block), BLOCK=block, BLOCKS_=BLOCKS, QMAX=qmax, FLOOR=floor)
+    return out
