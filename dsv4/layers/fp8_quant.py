@@ -24,11 +24,17 @@ ROWS = 16  # blocks per program
 if triton is not None:
 
     @triton.jit
-    def fp8_round_trip(v, QMAX: tl.constexpr, FLOOR: tl.constexpr):
-        """e4m3 fake quantisation of each row of an fp32 tile [rows, block] (one row = one scale block)."""
+    def pow2_block_exponent(v, QMAX: tl.constexpr, FLOOR: tl.constexpr):
+        """Biased fp32 exponent of each row's power-of-two scale, ``2^ceil(log2(max(amax, floor) / qmax))``
+        read from the bits of the fp32 product (`primitives.pow2_round_scale`), for a tile [rows, block]."""
         y = tl.maximum(tl.max(tl.abs(v), axis=1), FLOOR) * (1.0 / QMAX)
         bits = y.to(tl.int32, bitcast=True)
-        exponent = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(tl.int32)
+        return ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(tl.int32)
+
+    @triton.jit
+    def fp8_round_trip(v, QMAX: tl.constexpr, FLOOR: tl.constexpr):
+        """e4m3 fake quantisation of each row of an fp32 tile [rows, block] (one row = one scale block)."""
+        exponent = pow2_block_exponent(v, QMAX, FLOOR)
         scale = (exponent << 23).to(tl.float32, bitcast=True)
         inverse = ((254 - exponent) << 23).to(tl.float32, bitcast=True)
         q = tl.minimum(tl.maximum(v * inverse[:, None], -QMAX), QMAX)

@@ -17,6 +17,8 @@ from dsv4.layers.fp8_quant import triton
 if triton is not None:
     import triton.language as tl
 
+    from dsv4.layers.fp8_quant import pow2_block_exponent
+
     @triton.jit
     def _butterfly(y, N: tl.constexpr, H: tl.constexpr):
         """One stage: (a, b) -> (a + b, a - b) for the pairs (i, i + H) in blocks of 2H."""
@@ -31,10 +33,7 @@ if triton is not None:
             y = _butterfly(y, N, 1 << stage)
         y = (y * (N ** -0.5)).to(tl.bfloat16).to(tl.float32)
         blocks = tl.reshape(y, (N // BLOCK, BLOCK))
-        amax = tl.maximum(tl.max(tl.abs(blocks), axis=1), FLOOR) * (1.0 / 6.0)
-        bits = amax.to(tl.int32, bitcast=True)
-        exponent = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(tl.int32)
-        scale = (exponent << 23).to(tl.float32, bitcast=True)
+        scale = (pow2_block_exponent(blocks, 6.0, FLOOR) << 23).to(tl.float32, bitcast=True)
         mag = tl.minimum(tl.abs(blocks / scale[:, None]), 6.0)
         # e2m1 grid 0, .5, 1, 1.5, 2, 3, 4, 6: a tie goes to the even mantissa (0.75 -> 1, 1.75 -> 2, 3.5 -> 4)
         q = (0.5 * ((mag > 0.25).to(tl.float32) + (mag >= 0.75).to(tl.float32) + (mag > 1.25).to(tl.float32)
