@@ -41,7 +41,7 @@ if triton is not None:
     @triton.jit
     def _nvfp4_matvec(words, scale, global_scale, ids, x, out, n_out, n_words,
                       sw_e, sw_o, ss_e, ss_o, sx_n, so_n,
-                      BLOCK_O: tl.constexpr, BLOCK_W: tl.constexpr):
+                      BLOCK_O: tl.constexpr, BLOCK_W: tl.constexpr, OFFSET: tl.constexpr):
         slot = tl.program_id(1)
         expert = tl.load(ids + slot)
         rows = tl.program_id(0) * BLOCK_O + tl.arange(0, BLOCK_O)
@@ -66,7 +66,7 @@ if triton is not None:
             s = tl.load(scale + expert * ss_e + rows[:, None] * ss_o + blocks[None, :],
                         mask=row_ok[:, None] & (blocks[None, :] < n_words // 2), other=0.0).to(tl.float32)
             acc += tl.sum(partial * s, axis=1)
-        acc = acc * (tl.load(global_scale + expert) * 16384.0)
+        acc = acc * (tl.load(global_scale + expert) * OFFSET)
         tl.store(out + slot * so_n + rows, acc.to(tl.bfloat16), mask=row_ok)
 
 
@@ -86,5 +86,5 @@ def expert_matvec(weight, ids: torch.Tensor, x: torch.Tensor, out: torch.Tensor)
     # Triton launches on the current device's current stream: callers make x.device current
     _nvfp4_matvec[grid](words, scale, weight.global_scale, ids, x, out, n_out, n_words,
                         words.stride(0), words.stride(1), scale.stride(0), scale.stride(1),
-                        x.stride(0), out.stride(0), BLOCK_O=BLOCK_OUT, BLOCK_W=BLOCK_WORDS)
+                        x.stride(0), out.stride(0), BLOCK_O=BLOCK_OUT, BLOCK_W=BLOCK_WORDS, OFFSET=FP16_OFFSET)
     return out

@@ -24,7 +24,7 @@ def swiglu_bf16(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: torc
                 quantize: bool = False) -> torch.Tensor:
     """`clamped_swiglu` times the per-row `weight`, in bf16, FP8-quantised (`act_quant`) when `quantize`:
     one kernel on CUDA."""
-    fused = fused_swiglu(gate, up, limit, weight, ACT_BLOCK if quantize else 0, FP8_MAX, AMAX_FLOOR)
+    fused = fused_swiglu(gate, up, limit, weight, quantize, ACT_BLOCK, FP8_MAX, AMAX_FLOOR)
     if fused is not None:
         return fused
     h = clamped_swiglu(gate, up, limit)

@@ -40,11 +40,10 @@ if triton is not None:
         tl.store(out + row * n + cols, h.to(tl.bfloat16), mask=ok)
 
 
-def fused_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: torch.Tensor | None,
-                 quant_block: int, qmax: float, floor: float) -> torch.Tensor | None:
-    """bf16 [rows, n] (FP8-quantised per `quant_block` when it is not 0), or None where the torch form must run.
-    `weight`: fp32 [rows], one routing weight per row, or None."""
-    block = quant_block or 128
+def fused_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: torch.Tensor | None, quantize: bool,
+                 block: int, qmax: float, floor: float) -> torch.Tensor | None:
+    """bf16 [rows, n] (FP8-quantised per `block` channels when `quantize`), or None where the torch form must run.
+    `weight`: fp32 [rows], one routing weight per row, or None. Programs cover whole blocks either way."""
     if (triton is None or not gate.is_cuda or gate.dim() != 2 or gate.shape != up.shape or gate.numel() == 0
             or not (gate.is_contiguous() and up.is_contiguous()) or gate.shape[-1] % block
             or (weight is not None and (weight.dtype != torch.float32 or not weight.is_contiguous()))):
@@ -53,5 +52,5 @@ def fused_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: tor
     out = torch.empty(rows, n, dtype=torch.bfloat16, device=gate.device)  # graphready: ignore[GR301] graph pool
     grid = (rows, triton.cdiv(n // block, BLOCKS))
     _swiglu[grid](gate, up, weight if weight is not None else gate, out, n, limit, HAS_WEIGHT=weight is not None,
-                  QUANT=bool(quant_block), BLOCK=block, BLOCKS_=BLOCKS, QMAX=qmax, FLOOR=floor)
+                  QUANT=quantize, BLOCK=block, BLOCKS_=BLOCKS, QMAX=qmax, FLOOR=floor)
     return out

@@ -76,13 +76,6 @@ def _mutable_tensors(obj: Any, seen: set[int] | None = None) -> list:
     return found
 
 
-def _speculation_state(spec) -> list:
-    """The `Speculation` buffers the advance step writes: the accepted count and the emitted tokens carry
-    from step to step; the next step's token, draft and position are rewritten whole, but restoring them
-    keeps eager and replay starting from the same device state."""
-    return [spec.tokens, spec.pos, spec.accepted, spec.emitted]
-
-
 def check_memory(config, checkpoint: str | None, gpus: int, label: str, mtp: bool) -> None:
     """Raise a usage error (exit 2) when a GPU lacks the memory its part of the model (`mtp`: with the MTP
     layer, on the last GPU) needs."""
@@ -131,7 +124,11 @@ class _Target:
         return _mutable_tensors(self.model().mtp.block)
 
     def advance_state(self) -> list:
-        return _speculation_state(self.model().spec)
+        """The `Speculation` buffers the advance step writes: the accepted count and the emitted tokens carry
+        from step to step; the next step's token, draft and position are rewritten whole, but restoring them
+        keeps eager and replay starting from the same device state."""
+        spec = self.model().spec
+        return [spec.tokens, spec.pos, spec.accepted, spec.emitted]
 
     def device_state(self, device_index: int) -> list:
         model = self.model()
