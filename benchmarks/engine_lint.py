@@ -89,11 +89,12 @@ def unpack(engine: Engine, recipe: str, root: Path) -> tuple[Path, int, int]:
 
 
 def lint(tree: Path, report: Path) -> tuple[dict, float]:
+    report.unlink(missing_ok=True)  # a report left by an earlier run must not pass for this one
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "graphready.cli", "lint", "--no-cache", "--format",  # paths
                            "json", "--output", str(report)], capture_output=True, text=True, cwd=tree)  # from tree
     seconds = time.perf_counter() - start
-    if proc.returncode not in (0, 1):
+    if proc.returncode not in (0, 1) or not report.is_file():  # exit 1 is findings only with a report written
         raise BenchError(f"lint failed on {tree} (exit {proc.returncode}):\n{proc.stderr.strip()[-2000:]}")
     return json.loads(report.read_text(encoding="utf-8")), seconds
 

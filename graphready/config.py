@@ -29,6 +29,7 @@ class Config:
     root: Path
     hot_paths: list[str] = field(default_factory=list)
     exclude_roots: list[str] = field(default_factory=list)  # never roots, never entered by the walk
+    not_compiled: list[str] = field(default_factory=list)  # functions torch.compile never traces (nor their callees)
     eager_if: list[str] = field(default_factory=list)  # names whose true branch is not captured
     captured_if: list[str] = field(default_factory=list)  # names whose false branch is not captured
     gpu_capability: int | None = None  # SM version x 10 the graphs run on: branches for other GPUs are cold
@@ -75,11 +76,11 @@ def _check_hot_path(pattern: str) -> str:
     return pattern
 
 
-def _check_exclude_root(pattern: str) -> str:
+def _check_exclude_root(pattern: str, key: str = "exclude-roots") -> str:
     module, sep, qualname = pattern.removeprefix("!").partition(":")
     if not module or (sep and not qualname):
         raise ConfigError(
-            f"[tool.graphready] exclude-roots entry {pattern!r} must look like 'module-glob' or"
+            f"[tool.graphready] {key} entry {pattern!r} must look like 'module-glob' or"
             " 'module-glob:qualname-glob' (e.g. '*:*Vision*'), optionally after '!' to keep what it matches"
         )
     return pattern
@@ -93,9 +94,10 @@ def _check_guard(key: str, name: str) -> str:
     return name
 
 
-KNOWN_KEYS = ["profile", "hot-paths", "exclude-roots", "eager-if", "captured-if", "debug-guards", "gpu-capability", "select",
+KNOWN_KEYS = ["profile", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if", "debug-guards", "gpu-capability", "select",
               "ignore", "severity", "exclude", "per-file-ignores", "baseline", "fail-on", "check-targets"]
-LIST_KEYS = {"hot-paths": "hot_paths", "exclude-roots": "exclude_roots", "eager-if": "eager_if",
+LIST_KEYS = {"hot-paths": "hot_paths", "exclude-roots": "exclude_roots", "not-compiled": "not_compiled",
+             "eager-if": "eager_if",
              "debug-guards": "eager_if", "captured-if": "captured_if"}
 
 
@@ -108,6 +110,7 @@ def _apply_profile(config: Config, name: object) -> None:
     config.profile = name
     config.hot_paths = [_check_hot_path(p) for p in profile.get("hot-paths", [])]
     config.exclude_roots = [_check_exclude_root(p) for p in profile.get("exclude-roots", [])]
+    config.not_compiled = [_check_exclude_root(p, "not-compiled") for p in profile.get("not-compiled", [])]
     config.eager_if = list(profile.get("eager-if", []))
     config.captured_if = list(profile.get("captured-if", []))
     if "gpu-capability" in profile:
@@ -140,8 +143,8 @@ def parse_table(table: dict, root: Path, source: Path | None) -> Config:
             if key == "hot-paths":
                 entries = [_check_hot_path(p) for p in entries]
                 config.own_hot_paths = list(entries)
-            elif key == "exclude-roots":
-                entries = [_check_exclude_root(p) for p in entries]
+            elif key in ("exclude-roots", "not-compiled"):
+                entries = [_check_exclude_root(p, key) for p in entries]
             else:
                 entries = [_check_guard(key, name) for name in entries]
             getattr(config, LIST_KEYS[key]).extend(entries)
@@ -227,6 +230,7 @@ def config_record(config: Config, select: list[str], ignore: list[str]) -> dict:
     record: dict = {"file": str(config.source) if config.source else None, "fail-on": config.fail_on.label}
     values = {
         "profile": config.profile, "hot-paths": config.hot_paths, "exclude-roots": config.exclude_roots,
+        "not-compiled": config.not_compiled,
         "eager-if": config.eager_if, "captured-if": config.captured_if, "select": select, "ignore": ignore,
         "severity": {code: level.label for code, level in config.severity.items()},
         "exclude": config.exclude, "per-file-ignores": config.per_file_ignores,

@@ -25,7 +25,6 @@ from graphready.lint.scope.regions import Guards
 from graphready.lint.analysis.candidate import PARSE_ERROR, UNUSED_SUPPRESSION
 from graphready.lint.suppressions import parse_suppressions
 
-AUTOGRAD_FUNCTION = "torch.autograd.Function"
 PARALLEL_THRESHOLD = 8  # fewer files than this are not worth a process pool
 
 
@@ -99,20 +98,6 @@ def _map(function, jobs: list, workers: int) -> list:
     return [function(job) for job in jobs]
 
 
-def _autograd_functions(project: Project) -> set[str]:
-    found: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for index in project.modules.values():
-            for info in index.classes.values():
-                dotted = f"{index.module}.{info.qualname}"
-                if dotted not in found and any(b == AUTOGRAD_FUNCTION or b in found for b in info.bases):
-                    found.add(dotted)
-                    changed = True
-    return found
-
-
 def _one_per_line(hits: list[Candidate]) -> list[Candidate]:
     """A rule reports a line once: the first hit by column (a line is what a person fixes)."""
     first: dict[tuple[str, int], Candidate] = {}
@@ -173,7 +158,7 @@ class LintRun:
         project = Project({index.module: index for index in indexes.values()})
         if not any(index.parse_error for index in indexes.values()):  # a broken file may hold the root
             self._check_roots(project)
-        hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots)
+        hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled)
         candidates = self._analyze([s for s in python if s.requested], indexes, project, hot)
         candidates.update(unreadable)
         for source in sources:
@@ -247,7 +232,7 @@ class LintRun:
             f"{index.module}.{info.qualname}"
             for index in indexes.values() for info in index.functions.values() if info.returns_tensor
         }
-        autograd = _autograd_functions(project)
+        autograd = project.autograd_functions
         class_fields = _class_fields(project)
         project_salt = hashlib.blake2b(repr((sorted(tensor_functions), sorted(autograd), sorted(
             (name, sorted(fields.items())) for name, fields in class_fields.items()))).encode(), digest_size=8).hexdigest()
@@ -263,7 +248,7 @@ class LintRun:
             if not targets:
                 continue
             hot_keys = {info.key for info, is_hot in targets if is_hot}
-            warm_up = (hot_keys & hot.unwarmed, hot_keys & hot.warmed)
+            warm_up = (hot_keys & hot.unwarmed, hot_keys & hot.warmed, hot_keys & hot.uncompiled)
             host_params = {k: sorted(hot.host_params[k]) for k in sorted(hot_keys & hot.host_params.keys())}
             key = repr((sorted((i.key, h) for i, h in targets), [sorted(w) for w in warm_up], host_params, project_salt))
             entry = self.cache.get(source.rel, source.digest)

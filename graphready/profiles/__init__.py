@@ -13,7 +13,7 @@ from importlib import resources
 
 from graphready.errors import UsageError
 
-PROFILE_KEYS = {"description", "hot-paths", "exclude-roots", "eager-if", "captured-if", "gpu-capability"}
+PROFILE_KEYS = {"description", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if", "gpu-capability"}
 
 
 def available() -> list[str]:

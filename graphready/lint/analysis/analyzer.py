@@ -40,6 +40,7 @@ class FileJob:
     class_fields: dict[str, dict[str, str]] = field(default_factory=dict)
     unwarmed: set[str] = field(default_factory=set)  # hot through a capture with no warm-up call
     warmed: set[str] = field(default_factory=set)  # hot through a capture after a warm-up call
+    uncompiled: set[str] = field(default_factory=set)  # hot only through functions torch.compile never traces
     host_params: dict[str, list[str]] = field(default_factory=dict)  # function key -> params its hot callers fill with host data
 
 
@@ -58,7 +59,7 @@ def _module_facts(job: FileJob, names: ImportMap) -> FileFacts:
     facts.tensor_functions = job.tensor_functions
     facts.autograd_functions = job.autograd_functions
     facts.class_fields = job.class_fields
-    facts.unwarmed, facts.warmed = job.unwarmed, job.warmed
+    facts.unwarmed, facts.warmed, facts.uncompiled = job.unwarmed, job.warmed, job.uncompiled
     return facts
 
 

@@ -26,6 +26,7 @@ class FileFacts(Facts):
         self.containers: set[str] = set()  # globals / self attrs holding a list, dict, set or deque
         self.unwarmed: set[str] = set()  # hot functions first reached from a capture with no warm-up call
         self.warmed: set[str] = set()  # ... and from a capture after a warm-up call
+        self.uncompiled: set[str] = set()  # hot functions torch.compile never traces (profile `not-compiled`)
         self.buffers: set[str] = set()  # self attrs declared persistent: register_buffer / register_parameter
         self.graph_inputs: set[str] = set()  # self attrs a capture body of the class reads
         self.frozen_attrs: dict[str, int] = {}  # self attr -> line where hot code mutates it
@@ -44,7 +45,7 @@ class FileFacts(Facts):
         facts.graph_names = set(self.graph_names)
         facts.lazy_compiled = set(self.lazy_compiled)
         facts.containers = set(self.containers)
-        facts.unwarmed, facts.warmed = self.unwarmed, self.warmed
+        facts.unwarmed, facts.warmed, facts.uncompiled = self.unwarmed, self.warmed, self.uncompiled
         facts.multi_device = self.multi_device
         return facts
 

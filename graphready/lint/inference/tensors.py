@@ -16,7 +16,7 @@ import libcst as cst
 
 from graphready.lint.analysis.cstwalk import nodes
 from graphready.lint.scope.resolve import ImportMap
-from graphready.lint.inference.torchnames import FACTORIES, NON_TENSOR_TORCH, NON_TENSOR_TORCH_PREFIXES
+from graphready.lint.inference.torchnames import FACTORIES, non_tensor_torch
 
 from graphready.lint.inference.torchnames import BOOL, HOST, HOST_NAME, SCALAR, TENSOR, TENSORS, annotation_kind  # noqa: F401 (re-exported)
 PAGEABLE, PINNED = "pageable", "pinned"
@@ -356,7 +356,7 @@ class TensorEnv:
         if name.startswith(HOST_MODULES) or name in ("list", "tuple", "dict", "set", "sorted"):
             return HOST
         if name.startswith("torch."):
-            if name.startswith(NON_TENSOR_TORCH_PREFIXES) or short in NON_TENSOR_TORCH:
+            if non_tensor_torch(name):
                 return SCALAR if short in ("equal", "allclose", "is_tensor", "numel", "is_nonzero") else None
             if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
                 return None

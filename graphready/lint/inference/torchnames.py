@@ -37,14 +37,21 @@ LOCK_TYPES = {
 }
 
 
+def non_tensor_torch(name: str) -> bool:
+    """A `torch.*` callable that returns no tensor: namespaces like `torch.cuda.`, `torch.dtype`, and
+    the flags and settings `torch.is_*` / `get_*` / `set_*` (`torch.is_autocast_enabled()`)."""
+    short = name.rsplit(".", 1)[-1]
+    return name.startswith(NON_TENSOR_TORCH_PREFIXES) or short in NON_TENSOR_TORCH \
+        or short.startswith(("is_", "get_", "set_"))
+
+
 def is_tensor_callee(name: str) -> bool:
     """A module-level `X = torch.something(...)` makes X a tensor global."""
     short = name.rsplit(".", 1)[-1]
     return (
         name.startswith("torch.")
-        and not name.startswith(NON_TENSOR_TORCH_PREFIXES)
+        and not non_tensor_torch(name)
         and not (name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."))
-        and short not in NON_TENSOR_TORCH
         and short[:1].islower()
     )
 

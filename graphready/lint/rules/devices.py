@@ -27,6 +27,19 @@ class CrossDevice(Rule):
                              "keep per-device buffers and copy between graphs")
 
 
+def _own_device(call: cst.Call) -> bool:
+    """`torch.cuda.device(x.device)`, `(x.device.index)`, `device_of(x)`: the device a step input
+    already lives on, which is the capturing device, so entering it switches nothing (the Triton
+    launch idiom)."""
+    if ctx_name := dotted(call.func):
+        if ctx_name.endswith("device_of"):
+            return True
+    arg = next(iter(positional(call)), None)
+    if isinstance(arg, cst.Attribute) and arg.attr.value == "index":
+        arg = arg.value
+    return isinstance(arg, cst.Attribute) and arg.attr.value == "device"
+
+
 class SetDevice(Rule):
     code = "GR402"
     MESSAGE = "switching the current device inside the step or a capture breaks capture ('Capture must end on " \
@@ -37,7 +50,8 @@ class SetDevice(Rule):
             ctx.report(node, self.MESSAGE)
 
     def visit_WithItem(self, node: cst.WithItem, ctx: RuleContext) -> None:
-        if isinstance(node.item, cst.Call) and ctx.qualname(node.item.func) in ("torch.cuda.device", "torch.cuda.device_of"):
+        if (isinstance(node.item, cst.Call) and ctx.qualname(node.item.func) in ("torch.cuda.device", "torch.cuda.device_of")
+                and not _own_device(node.item)):
             ctx.report(node.item, self.MESSAGE)
 
 

@@ -38,7 +38,8 @@ class PageableH2D(Rule):
         if name in ("torch.tensor", "torch.as_tensor"):
             device = keyword(node, "device")
             data = next(iter(positional(node)), None)
-            empty = isinstance(data, cst.Name) and data.value in ctx.function.empty_when_captured
+            empty = (isinstance(data, cst.Name) and data.value in ctx.function.empty_when_captured) \
+                or (isinstance(data, (cst.List, cst.Tuple)) and not data.elements)  # `torch.tensor([])`: nothing to copy
             if device_kind(device, ctx.env) in DEVICE_TARGETS and data is not None and not ctx.env.is_tensor(data) and not empty:
                 ctx.report(node, f"`{name}(<host data>, device=...)` copies from pageable host memory; {self.ADVICE}")
             return
@@ -117,6 +118,8 @@ class AllocatorCall(Rule):
 
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
         name = ctx.qualname(node.func)
+        if name == "gc.collect" and not ctx.hot:
+            return  # in a capture body it runs once, at capture, and touches no CUDA state (vLLM's runners)
         if name in ALLOCATOR_CALLS:
             ctx.report(node, f"`{name}()` in the step stalls the allocator (and is not captured); "
                              "manage memory at load time")

@@ -128,7 +128,7 @@ class StateRebind(_FreshTensors):
 
     def _check_attr(self, target: cst.BaseExpression, attr: str, value: cst.BaseExpression, ctx: RuleContext) -> None:
         if _conversion_of(value, attr):
-            if attr in ctx.facts.buffers:
+            if attr in ctx.facts.buffers and ctx.function.key not in ctx.facts.uncompiled:
                 ctx.report(target, f"registered buffer `self.{attr}` is converted and re-bound in the step: under "
                                    "torch.compile the assignment is a graph output written back to the module's "
                                    "buffers, new storage every step, which a CUDA graph over the compiled code does "

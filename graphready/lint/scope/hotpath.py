@@ -13,6 +13,7 @@ from fnmatch import fnmatchcase
 from graphready.lint.scope.index import CallSite, ClassInfo, FunctionInfo, ModuleIndex
 
 MAX_ALIAS_DEPTH = 8
+AUTOGRAD_FUNCTION = "torch.autograd.Function"
 
 
 @dataclass
@@ -23,6 +24,7 @@ class HotSet:
     excluded: set[str] = field(default_factory=set)  # matched by exclude-roots and left cold
     unwarmed: set[str] = field(default_factory=set)  # first reached from a capture with no warm-up call
     warmed: set[str] = field(default_factory=set)  # first reached from a capture after a warm-up call
+    uncompiled: set[str] = field(default_factory=set)  # hot only through functions torch.compile never traces
     host_params: dict[str, set[str]] = field(default_factory=dict)  # parameters every hot call passes host data
 
     def __contains__(self, key: str) -> bool:
@@ -45,6 +47,27 @@ class Project:
         for index in modules.values():
             for info in index.functions.values():
                 self.functions[info.key] = info
+        self.autograd_functions = self._autograd_functions()
+
+    def _autograd_functions(self) -> set[str]:
+        """Dotted names of the project's `torch.autograd.Function` subclasses (through project bases)."""
+        found: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for index in self.modules.values():
+                for info in index.classes.values():
+                    dotted = f"{index.module}.{info.qualname}"
+                    if dotted not in found and any(b == AUTOGRAD_FUNCTION or b in found for b in info.bases):
+                        found.add(dotted)
+                        changed = True
+        return found
+
+    def autograd_method(self, key: str) -> bool:
+        """A method of an autograd.Function: entered through `Function.apply(...)`, never as a module."""
+        module, _, qualname = key.partition(":")
+        owner = qualname.rpartition(".")[0]
+        return bool(owner) and f"{module}.{owner}" in self.autograd_functions
 
     def _lookup(self, dotted: str, depth: int = 0):
         """dotted name -> ("function", key) | ("class", ClassInfo, module) | None, following re-exports."""
@@ -64,6 +87,10 @@ class Project:
             rest = ".".join(parts[cut:])
             if rest in index.functions:
                 return ("function", index.functions[rest].key)
+            owner, _, method = rest.rpartition(".")
+            if method == "apply" and f"{module}.{owner}" in self.autograd_functions:
+                forward = self.find_method(f"{module}.{owner}", "forward")  # `Fn.apply(x)` runs `Fn.forward`
+                return ("function", forward) if forward else None
             if rest in index.classes:
                 return ("class", index.classes[rest], module)
             head, _, tail = rest.partition(".")
@@ -227,11 +254,13 @@ def _host_params(target: FunctionInfo, site: CallSite) -> set[str]:
     return names
 
 
-def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = None) -> HotSet:
+def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = None,
+             not_compiled: list[str] | None = None) -> HotSet:
     """Roots (config patterns, markers, capture bodies), then everything they call.
 
     Functions matching `exclude` are neither roots nor entered by the walk, unless a capture body
-    calls them directly (then they are captured whatever the configuration says)."""
+    calls them directly (then they are captured whatever the configuration says). Functions matching
+    `not_compiled`, and what only they reach, are marked `uncompiled`."""
     hot = HotSet()
     queue: deque[tuple[str, str | None]] = deque()  # (function, runtime class of its self)
     exclude = exclude or []
@@ -254,7 +283,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
             add(key, [key], "marked in code")
             continue
         pattern = next((p for p in patterns if _matches(p, key)), None)
-        if pattern and not cold(key):
+        if pattern and not project.autograd_method(key) and not cold(key):
             add(key, [key], f"hot-paths {pattern}")
     unwarmed_roots: set[str] = set()
     warmed_roots: set[str] = set()
@@ -290,4 +319,26 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
                     if len(chain) > 1 and chain[0].endswith("[graph capture]")}
     hot.unwarmed = {key for key, root in from_capture.items() if root in unwarmed_roots}
     hot.warmed = {key for key, root in from_capture.items() if root in warmed_roots}
+    hot.uncompiled = _uncompiled(hot, not_compiled or [])
     return hot
+
+
+def _uncompiled(hot: HotSet, not_compiled: list[str]) -> set[str]:
+    """Hot functions no path from a root reaches without passing a `not-compiled` function: under
+    torch.compile the engine runs them as eager kernels (`forward_cuda` swapped for `forward_native`)."""
+    if not not_compiled:
+        return set()
+    callees: dict[str, set[str]] = {}
+    for callee, callers in hot.callers.items():
+        for caller in callers:
+            callees.setdefault(caller, set()).add(callee)
+    skipped = {key for key in hot.chains if _excluded(not_compiled, key)}
+    traced = {key for key, chain in hot.chains.items() if key not in skipped
+              and (len(chain) == 1 or (len(chain) == 2 and chain[0].endswith("[graph capture]")))}
+    queue = deque(traced)
+    while queue:
+        for callee in callees.get(queue.popleft(), ()):
+            if callee not in traced and callee not in skipped:
+                traced.add(callee)
+                queue.append(callee)
+    return set(hot.chains) - traced

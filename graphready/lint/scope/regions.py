@@ -226,13 +226,18 @@ def _says_absent(test: ast.Compare) -> bool:
 
 
 def memo_state(test: ast.AST) -> str | None:
-    """The state a one-time-init test guards: `self.x is None`, `key not in self.cache`, `not self.ready`."""
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+    """The state a one-time-init test guards: `self.x is None`, `key not in self.cache`, `not self.ready`,
+    `not getattr(self, "_compiled", False)`; with other conditions (`ep and self.map_gpu is None`) the
+    block still runs at most once, since it sets the state."""
+    if isinstance(test, ast.BoolOp):
         return next((s for s in map(memo_state, test.values) if s), None)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         operand = test.operand
         if isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name) and operand.func.id == "hasattr":
             return "hasattr"
+        if (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name) and operand.func.id == "getattr"
+                and len(operand.args) >= 2 and isinstance(operand.args[1], ast.Constant)):
+            return f"{ast.unparse(operand.args[0])}.{operand.args[1].value}"
         return ast.unparse(operand) if isinstance(operand, (ast.Name, ast.Attribute)) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         op, right = test.ops[0], test.comparators[0]
