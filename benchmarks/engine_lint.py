@@ -3,11 +3,15 @@
 Downloads pinned SGLang and vLLM wheels once (`pip download --no-deps`, cached under
 ~/.cache/graphready-bench/), unpacks the model, layer and runner code, lints each tree with its
 built-in profile (`profile = "sglang"` / `"vllm"`) and prints per-rule counts, how many functions
-were hot and why, and the time. Precision comes from `benchmarks/engine_labels.tsv`: findings an
-inference engineer read and labelled TRUE (a real CUDA-graph hazard on a captured path) or FALSE,
-with a one-line reason. Every TRUE label must still be reported (recall on labelled hazards).
+were hot and why, and the time. The corpus is the current release of each engine plus the older
+releases that `engine_history.py` uses (the profiles must hold across versions, and those trees hold
+real bugs). Precision comes from `benchmarks/engine_labels.tsv`: findings an inference engineer read
+and labelled TRUE (a real CUDA-graph hazard on a captured path) or FALSE, with a one-line reason; it is
+printed per tree, over all findings, and over distinct statements (a line that several releases ship
+counts once). Every TRUE label must still be reported (recall on labelled hazards).
 
-    python benchmarks/engine_lint.py                      # both engines, shipped profiles
+    python benchmarks/engine_lint.py                      # every pinned tree, shipped profiles
+    python benchmarks/engine_lint.py --latest             # only the current release of each engine
     python benchmarks/engine_lint.py --recipe forward     # the old `*:*.forward` recipe, for comparison
     python benchmarks/engine_lint.py --sample 60 --sample-out /tmp/sample.tsv   # rows to label (seed 8)
 """
@@ -44,11 +48,13 @@ class Engine:
         return f"{self.name}=={self.pin}"
 
 
-ENGINES = {
-    "sglang": Engine("sglang", "0.5.23", ("sglang/srt/models/", "sglang/srt/layers/", "sglang/srt/model_executor/")),
-    "vllm": Engine("vllm", "0.33.0", ("vllm/model_executor/models/", "vllm/model_executor/layers/",
-                                      "vllm/v1/worker/", "vllm/compilation/")),
-}
+SGLANG_CODE = ("sglang/srt/models/", "sglang/srt/layers/", "sglang/srt/model_executor/")
+VLLM_CODE = ("vllm/model_executor/models/", "vllm/model_executor/layers/", "vllm/v1/worker/", "vllm/compilation/")
+VLLM_V0_CODE = VLLM_CODE + ("vllm/worker/", "vllm/attention/")  # V0 runners and attention backends
+LATEST = [Engine("sglang", "0.5.23", SGLANG_CODE), Engine("vllm", "0.33.0", VLLM_CODE)]
+OLDER = [Engine("sglang", "0.5.2", SGLANG_CODE), Engine("sglang", "0.4.6.post2", SGLANG_CODE),
+         Engine("sglang", "0.4.4", SGLANG_CODE), Engine("vllm", "0.7.2", VLLM_V0_CODE),
+         Engine("vllm", "0.6.6.post1", VLLM_V0_CODE)]
 RECIPES = {
     "profile": lambda engine: f'profile = "{engine.name}"\n',
     "forward": lambda engine: 'hot-paths = ["*:*.forward"]\n',
@@ -137,37 +143,52 @@ def print_run(engine: Engine, doc: dict, seconds: float, files: int, lines: int)
 
 
 def precision(runs: dict[str, dict], labels: dict) -> None:
-    labelled = hits = 0
-    current = {key(name, f) for name, doc in runs.items() for f in gating(doc["findings"])}
-    for name, doc in runs.items():
-        rows = [labels[key(name, f)] for f in gating(doc["findings"]) if key(name, f) in labels]
+    """Runs are keyed by tree (`sglang==0.5.23`); so are the labels' `engine` column."""
+    rows_seen: list[dict] = []
+    current = {key(tree, f) for tree, doc in runs.items() for f in gating(doc["findings"])}
+    for tree, doc in runs.items():
+        rows = [labels[key(tree, f)] for f in gating(doc["findings"]) if key(tree, f) in labels]
+        rows_seen += rows
         true = sum(row["label"] == "TRUE" for row in rows)
-        labelled, hits = labelled + len(rows), hits + true
         share = f"{true / len(rows):.0%}" if rows else "n/a"
-        print(f"precision {name}: {true}/{len(rows)} labelled error/warning findings are real hazards ({share})")
+        print(f"precision {tree}: {true}/{len(rows)} labelled error/warning findings are real hazards ({share})")
         for f in gating(doc["findings"]):
-            if key(name, f) not in labels:  # new since the labels were written: label them (--sample)
-                print(f"  unlabelled: {name} {f['path']}:{f['line']} {f['rule']} {f['message'][:80]}")
-    if labelled:
-        print(f"precision overall: {hits}/{labelled} = {hits / labelled:.1%}")
+            if key(tree, f) not in labels:  # new since the labels were written: label them (--sample)
+                print(f"  unlabelled: {tree} {f['path']}:{f['line']} {f['rule']} {f['message'][:80]}")
+    if rows_seen:
+        hits = sum(row["label"] == "TRUE" for row in rows_seen)
+        print(f"precision overall: {hits}/{len(rows_seen)} = {hits / len(rows_seen):.1%}")
+        distinct = {statement(row): row["label"] for row in rows_seen}
+        hits = sum(label == "TRUE" for label in distinct.values())
+        print(f"precision over distinct statements (a line shipped by several releases once): "
+              f"{hits}/{len(distinct)} = {hits / len(distinct):.1%}")
     true_labels = [k for k, row in labels.items() if row["label"] == "TRUE" and k[0] in runs]
     missing = [k for k in true_labels if k not in current]
     print(f"recall on labelled real hazards: {len(true_labels) - len(missing)}/{len(true_labels)} still reported")
-    for engine, path, line, rule in missing:
-        print(f"  no longer reported: {engine} {path}:{line} {rule} ({labels[(engine, path, line, rule)]['reason']})")
+    for tree, path, line, rule in missing:
+        print(f"  no longer reported: {tree} {path}:{line} {rule} ({labels[(tree, path, line, rule)]['reason']})")
+
+
+def statement(row: dict) -> tuple[str, str, str, str]:
+    """A finding's identity across releases: engine, file, rule and the code on its line."""
+    return row["engine"].split("==")[0], row["path"], row["rule"], " ".join(row["code"].split())
+
+
+def source_line(tree: Path, finding: dict) -> str:
+    source = (tree / finding["path"]).read_text(encoding="utf-8").splitlines()
+    return source[finding["line"] - 1].strip()[:160] if finding["line"] <= len(source) else ""
 
 
 def write_sample(runs: dict[str, dict], trees: dict[str, Path], per_engine: int, out: Path, labels: dict) -> None:
-    """A fixed-seed sample of error/warning findings per engine, as label rows (known labels filled in)."""
+    """A fixed-seed sample of error/warning findings per tree, as label rows (known labels filled in)."""
     rows = []
     for name, doc in sorted(runs.items()):
         pool = sorted(gating(doc["findings"]), key=lambda f: (f["path"], f["line"], f["rule"]))
         for finding in random.Random(SEED).sample(pool, min(per_engine, len(pool))):
             known = labels.get(key(name, finding), {})
-            source = (trees[name] / finding["path"]).read_text(encoding="utf-8").splitlines()
-            code = source[finding["line"] - 1].strip() if finding["line"] <= len(source) else ""
             rows.append({"engine": name, "path": finding["path"], "line": finding["line"], "rule": finding["rule"],
-                         "label": known.get("label", ""), "reason": known.get("reason", ""), "code": code[:160]})
+                         "label": known.get("label", ""), "reason": known.get("reason", ""),
+                         "code": source_line(trees[name], finding)})
     with out.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=LABEL_COLUMNS, delimiter="\t", lineterminator="\n")
         writer.writeheader()
@@ -177,24 +198,25 @@ def write_sample(runs: dict[str, dict], trees: dict[str, Path], per_engine: int,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engine", action="append", choices=sorted(ENGINES), help="default: both")
+    parser.add_argument("--engine", action="append", choices=["sglang", "vllm"], help="default: both")
+    parser.add_argument("--latest", action="store_true", help="only the current release of each engine")
     parser.add_argument("--recipe", choices=sorted(RECIPES), default="profile")
     parser.add_argument("--labels", type=Path, default=LABELS)
-    parser.add_argument("--sample", type=int, default=0, metavar="N", help="sample N findings per engine to label")
+    parser.add_argument("--sample", type=int, default=0, metavar="N", help="sample N findings per tree to label")
     parser.add_argument("--sample-out", type=Path, default=Path("engine_sample.tsv"))
     parser.add_argument("--keep", type=Path, metavar="DIR", help="unpack and write reports here (kept)")
     args = parser.parse_args(argv)
+    corpus = [e for e in LATEST + ([] if args.latest else OLDER) if not args.engine or e.name in args.engine]
     try:
         labels = load_labels(args.labels)
         with tempfile.TemporaryDirectory() as scratch:
             root = args.keep or Path(scratch)
             runs, trees = {}, {}
-            for name in args.engine or sorted(ENGINES):
-                engine = ENGINES[name]
-                tree, files, lines = unpack(engine, args.recipe, root)
-                doc, seconds = lint(tree, root / f"{name}.json")
+            for engine in corpus:
+                tree, files, lines = unpack(engine, args.recipe, root / engine.requirement)
+                doc, seconds = lint(tree, root / f"{engine.requirement}.json")
                 print_run(engine, doc, seconds, files, lines)
-                runs[name], trees[name] = doc, tree
+                runs[engine.requirement], trees[engine.requirement] = doc, tree
             print()
             precision(runs, labels)
             if args.sample:

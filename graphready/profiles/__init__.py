@@ -1,7 +1,7 @@
 """Built-in profiles: an engine's decode roots, never-captured code and eager-only predicates.
 
 Each profile is a TOML file beside this module with the same list keys as `[tool.graphready]`
-(`hot-paths`, `exclude-roots`, `eager-if`, `captured-if`), the `gpu-capability` it assumes and a
+(`hot-paths`, `exclude-roots`, `not-compiled`, `eager-if`, `captured-if`), the `gpu-capability` it assumes and a
 `description`; data only.
 """
 

@@ -211,6 +211,24 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
                 self._norm = norm
                 self._norm_weight = self._norm_weight * norm.weight.to(torch.bfloat16)
         """, ("self._norm is not None and self._norm is norm", "self._norm is not None"), {"GR306"}),
+    # SGLang FusedMoE: the expert map copied to the device on the first expert-parallel step
+    "one-time copy under an `and`": ("""
+        class Experts:
+            def forward(self, h: torch.Tensor):
+                if self.ep_size > 1 and self.map_gpu is None:
+                    self.map_gpu = self.map_cpu.to("cuda")
+                    self.top = int(self.map_gpu.max().item())
+                return h
+        """, ("and self.map_gpu is None", "and h.shape[0] > 1"), {"GR101"}),
+    # vLLM GemmaRMSNorm: compiled on the first call, remembered in an attribute read through getattr
+    "one-time set-up behind a getattr flag": ("""
+        class Norm:
+            def forward(self, x: torch.Tensor):
+                if not getattr(self, "_is_compiled", False):
+                    self.scale = float(x.abs().max().item())
+                    self._is_compiled = True
+                return x * self.scale
+        """, ('not getattr(self, "_is_compiled", False)', "x.shape[0] > 1"), {"GR101"}),
 }
 
 

@@ -231,7 +231,7 @@ def test_engine_fixture_without_its_profile_is_noisy(tmp_path, name):
     import shutil
 
     shutil.copytree(REPO / "tests" / "fixtures" / name, project)
-    naive = '"*:*.forward", "*:*.apply"' if name == "sglang_like" else '"*:*.forward"'
+    naive = '"*:*.forward", "*:*.apply"' if name == "sglang_like" else '"*:*.forward", "*:*.forward_cuda"'
     (project / "pyproject.toml").write_text(f"[tool.graphready]\nhot-paths = [{naive}]\n")
     _, doc = lint_json(project, tmp_path / "out.json")
     assert reported(doc) > expected_findings(project)  # every marked hazard, plus the noise

@@ -104,6 +104,7 @@ def project(project_tree):
     ('profile = "sglangg"\n', "unknown profile 'sglangg' (did you mean 'sglang'?)"),
     ('profile = 3\n', "profile must be a string"),
     ('exclude-roots = ["pkg:"]\n', "exclude-roots entry 'pkg:'"),
+    ('not-compiled = ["pkg:"]\n', "not-compiled entry 'pkg:'"),
     ('eager-if = ["forward_mode.is_extend()"]\n', "must be a bare name"),
     ('captured-iff = ["is_decode"]\n', "did you mean 'captured-if'?"),
 ])

@@ -40,3 +40,14 @@ ATTRIBUTE = "self.cache = cache"
 def test_lazy_conversion_severity(lint_project, init, step, expected):
     result = lint_project({"pkg/rope.py": _rope(init, step)}, HOT, select=["GR306"])
     assert [(f.rule, f.severity.name) for f in result.findings] == expected
+
+
+@pytest.mark.parametrize(("not_compiled", "severity"), [([], "WARNING"), (["*:*.forward_cuda"], "INFO")])
+def test_buffer_conversion_where_torch_compile_never_traces_is_a_note(lint_project, not_compiled, severity):
+    """vLLM's and SGLang's custom ops run `forward_native` under torch.compile: the re-bind in `forward_cuda`
+    never becomes a compiled buffer write-back (the profiles say so with `not-compiled`)."""
+    source = _rope(BUFFER, "self.cache = self.cache.to(idx.device)").replace("def forward(", "def forward_cuda(")
+    table = {"hot-paths": ["pkg.rope:Rope.forward_cuda"], "not-compiled": not_compiled}
+    result = lint_project({"pkg/rope.py": source}, table, select=["GR306"])
+    assert [(f.rule, f.severity.name) for f in result.findings] == [("GR306", severity)]
+
