@@ -27,13 +27,12 @@ class CrossDevice(Rule):
                              "keep per-device buffers and copy between graphs")
 
 
-def _own_device(call: cst.Call) -> bool:
+def _own_device(call: cst.Call, name: str) -> bool:
     """`torch.cuda.device(x.device)`, `(x.device.index)`, `device_of(x)`: the device a step input
     already lives on, which is the capturing device, so entering it switches nothing (the Triton
     launch idiom)."""
-    if ctx_name := dotted(call.func):
-        if ctx_name.endswith("device_of"):
-            return True
+    if name == "torch.cuda.device_of":
+        return True
     arg = next(iter(positional(call)), None)
     if isinstance(arg, cst.Attribute) and arg.attr.value == "index":
         arg = arg.value
@@ -50,8 +49,10 @@ class SetDevice(Rule):
             ctx.report(node, self.MESSAGE)
 
     def visit_WithItem(self, node: cst.WithItem, ctx: RuleContext) -> None:
-        if (isinstance(node.item, cst.Call) and ctx.qualname(node.item.func) in ("torch.cuda.device", "torch.cuda.device_of")
-                and not _own_device(node.item)):
+        if not isinstance(node.item, cst.Call):
+            return
+        name = ctx.qualname(node.item.func)
+        if name in ("torch.cuda.device", "torch.cuda.device_of") and not _own_device(node.item, name):
             ctx.report(node.item, self.MESSAGE)
 
 

@@ -14,9 +14,8 @@ NEW_METHODS = {"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "
 DEVICE_TARGETS = ("cuda", "explicit", "device")
 
 
-def _empty_literal(call: cst.Call) -> bool:
-    """`torch.tensor([])`: a zero-size tensor, which neither allocates nor copies anything."""
-    data = next(iter(positional(call)), None)
+def _empty_literal(data: cst.BaseExpression | None) -> bool:
+    """The `[]` of `torch.tensor([])`: a zero-size tensor, which neither allocates nor copies anything."""
     return isinstance(data, (cst.List, cst.Tuple)) and not data.elements
 
 
@@ -26,7 +25,7 @@ class HotAlloc(Rule):
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
         name = ctx.qualname(node.func) or ""
         short = name.rsplit(".", 1)[-1]
-        if keyword(node, "out") is not None or (short == "tensor" and _empty_literal(node)):
+        if keyword(node, "out") is not None or (short == "tensor" and _empty_literal(next(iter(positional(node)), None))):
             return  # writes into an existing buffer, or makes an empty placeholder
         if name.startswith("torch.") and name.count(".") == 1 and (short in ALLOCATING_FACTORIES or short.endswith("_like")):
             ctx.report(node, f"`{name}` allocates every step; preallocate once and reuse it (`out=`, `copy_`, `fill_`, `zero_`)")
@@ -44,7 +43,7 @@ class PageableH2D(Rule):
         if name in ("torch.tensor", "torch.as_tensor"):
             device = keyword(node, "device")
             data = next(iter(positional(node)), None)
-            empty = (isinstance(data, cst.Name) and data.value in ctx.function.empty_when_captured) or _empty_literal(node)
+            empty = (isinstance(data, cst.Name) and data.value in ctx.function.empty_when_captured) or _empty_literal(data)
             if device_kind(device, ctx.env) in DEVICE_TARGETS and data is not None and not ctx.env.is_tensor(data) and not empty:
                 ctx.report(node, f"`{name}(<host data>, device=...)` copies from pageable host memory; {self.ADVICE}")
             return
