@@ -10,7 +10,7 @@ import pytest
 GUARDS = {
     "hot-paths": ["*:*.forward"],
     "eager-if": ["is_extend", "EXTEND", "visual_token_mask", "SGLANG_*VERIFY*"],
-    "captured-if": ["get_is_capture_mode", "is_cuda", "DECODE"],
+    "captured-if": ["get_is_capture_mode", "is_cuda", "DECODE", "seqlen_agnostic_capture_inputs"],
     "gpu-capability": 90,
 }
 
@@ -229,6 +229,37 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
                     self._is_compiled = True
                 return x * self.scale
         """, ('not getattr(self, "_is_compiled", False)', "x.shape[0] > 1"), {"GR101"}),
+    # vLLM attention: kv scales calibrated by a method that clears the flag, so the block runs once
+    "calibration behind a flag its method clears": ("""
+        class Attention:
+            def __init__(self, calculate_kv_scales: bool):
+                self.calculate_kv_scales = calculate_kv_scales
+                self._k_scale = torch.ones(1)
+
+            def forward(self, q: torch.Tensor, k: torch.Tensor, meta):
+                if self.calculate_kv_scales and meta.enable_kv_scales_calculation:
+                    self.calc_kv_scales(k)
+                return q * self._k_scale_float
+
+            def calc_kv_scales(self, k: torch.Tensor):
+                self._k_scale.copy_(torch.abs(k).max())
+                self._k_scale_float = self._k_scale.item()
+                self.calculate_kv_scales = False
+        """, ("self.calculate_kv_scales = False", "self.calculate_kv_scales = k.numel() > 0"), {"GR101"}),
+    # vLLM V0 mamba cache: the runner passes this kwargs key only to graph runs; without it, eager prep
+    "kwargs key present only when capturing": ("""
+        class MambaCache:
+            def current_run_tensors(self, ids: torch.Tensor, **kwargs):
+                if "seqlen_agnostic_capture_inputs" not in kwargs:
+                    slots = torch.as_tensor(kwargs["state_indices"], dtype=torch.int32, device="cuda")
+                else:
+                    slots = kwargs["seqlen_agnostic_capture_inputs"]
+                return slots
+
+        class Model:
+            def forward(self, ids: torch.Tensor, cache: MambaCache, **kwargs):
+                return cache.current_run_tensors(ids, **kwargs)
+        """, ('"seqlen_agnostic_capture_inputs" not in kwargs', '"state_indices" in kwargs'), {"GR302"}),
 }
 
 

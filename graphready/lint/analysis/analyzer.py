@@ -190,9 +190,11 @@ class FileAnalyzer:
         return facts, envs
 
     def _frozen_globals(self) -> tuple[dict[str, int], set[str]]:
-        """Module globals that hot code rebinds (`global buf; buf = ...`), and those it steps (`step += 1`)."""
+        """Module globals that hot code rebinds (`global buf; buf = ...`), and the numbers it steps (`step += 1`);
+        a global tensor moved or rebuilt from itself (`IDENTITY = IDENTITY.to(dev)`) is a re-bind, not a counter."""
         frozen: dict[str, int] = {}
         stepped: set[str] = set()
+        module_env = TensorEnv(self.module_facts)
         for info, hot in self.job.targets:
             parsed = self._parse(info) if hot and info.declares_global else None
             if parsed is None:
@@ -203,7 +205,10 @@ class FileAnalyzer:
                 line = spans[node].line + parsed.offset
                 if self._hot_line(info, line):
                     frozen.setdefault(name, line)
-                    if isinstance(node, cst.AugAssign) or mentions_name(node.value, name):
+                    if name in self.module_facts.tensor_globals:
+                        continue
+                    if isinstance(node, cst.AugAssign) or (mentions_name(node.value, name)
+                                                           and module_env.kind(node.value) != TENSOR):
                         stepped.add(name)
         return frozen, stepped
 

@@ -19,7 +19,7 @@ from graphready.lint.scope.attrtypes import (
 from graphready.lint.scope.astwalk import walk_body
 from graphready.lint.analysis.deep import python_limits
 from graphready.lint.scope.regions import (
-    Guards, Regions, capture_bodies, falsy_when_captured, function_regions, returns_none, with_predicates, within,
+    Guards, OneTimeFlags, Regions, capture_bodies, falsy_when_captured, function_regions, returns_none, with_predicates, within,
 )
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.inference.torchnames import HOST_NAME, TENSOR, annotation_kind
@@ -248,6 +248,7 @@ class _ModuleIndexer:
         self.names = ImportMap(module, is_package)
         self.tables: dict[str, list[str]] = {}  # module-level {kind: LayerClass} tables
         self.none_methods: set[str] = set()  # methods of the class being indexed that return None when captured
+        self.one_time_flags = OneTimeFlags()  # ... and the `self` flags its methods set false once
         self.bodies: dict[int, list[ast.AST]] = {}  # id(def node) -> walk_body: one walk per function per file
         self.method_regions: dict[int, tuple[set[str], Guards, Regions]] = {}  # id(def node) -> `_regions`
 
@@ -300,11 +301,13 @@ class _ModuleIndexer:
                 kind = annotation_kind(ast.unparse(stmt.annotation))
                 if kind:
                     info.field_kinds[stmt.target.id] = kind
-        outer_methods = self.none_methods
+        outer_methods, outer_flags = self.none_methods, self.one_time_flags
+        self.one_time_flags = OneTimeFlags.of({stmt.name: self._body_nodes(stmt) for stmt in node.body
+                                            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))})
         self.none_methods = {stmt.name for stmt in node.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
                              and self._returns_none_when_captured(stmt)}
         self._definitions(node.body, f"{qualname}.", info)
-        self.none_methods = outer_methods
+        self.none_methods, self.one_time_flags = outer_methods, outer_flags
 
     def _returns_none_when_captured(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """Every `return` on a captured line gives None (or a tuple of them): `if is_decode(): return None, None`."""
@@ -331,7 +334,7 @@ class _ModuleIndexer:
         body_nodes = self._body_nodes(node)
         global_names = {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
         guards = (outer or self.guards).with_aliases(body_nodes, self.names)
-        found = global_names, guards, function_regions(node, guards, self.names, global_names, body_nodes)
+        found = global_names, guards, function_regions(node, guards, self.names, global_names, body_nodes, self.one_time_flags)
         if outer is None:
             self.method_regions[id(node)] = found
         return found
@@ -345,7 +348,7 @@ class _ModuleIndexer:
         dead_when_captured = falsy_when_captured(body_nodes, regions.excluded, self.none_methods)
         if dead_when_captured:
             guards = guards.adding(eager_if=dead_when_captured)
-            regions = function_regions(node, guards, self.names, global_names, body_nodes)
+            regions = function_regions(node, guards, self.names, global_names, body_nodes, self.one_time_flags)
         info = FunctionInfo(
             key=f"{self.index.module}:{qualname}",
             qualname=qualname,

@@ -206,7 +206,11 @@ def capability_test(call: ast.Call, capability: int) -> bool | None:
 
 
 def _compare_eager(test: ast.Compare, truth: bool, guards: Guards) -> bool:
-    """`if VERBOSE > 1:`, `if meta.num_prefills > 0:`, `if meta is None:`, `if mode == ForwardMode.EXTEND:`."""
+    """`if VERBOSE > 1:`, `if meta.num_prefills > 0:`, `if meta is None:`, `if mode == ForwardMode.EXTEND:`,
+    `if "capture_inputs" not in kwargs:` (a key present or absent, like a name true or false)."""
+    if (len(test.ops) == 1 and isinstance(test.ops[0], (ast.In, ast.NotIn))
+            and isinstance(test.left, ast.Constant) and isinstance(test.left.value, str)):
+        return guards.matches(test.left.value, eager=isinstance(test.ops[0], ast.In) == truth)
     if len(test.ops) == 1 and isinstance(test.ops[0], EQUALITY + INEQUALITY):
         member = test.comparators[0]
         if not isinstance(member, ast.Constant):  # compared with a named value: that name decides
@@ -300,6 +304,43 @@ def _rebinds_on_change(test: ast.AST, body: list[ast.stmt], flags: dict) -> bool
     return False
 
 
+def _flag_writes(body_nodes: list[ast.AST]):
+    """(attribute, set false?) for each `self.x = ...` of a function."""
+    for node in body_nodes:
+        if isinstance(node, ast.Assign):
+            falsy = isinstance(node.value, ast.Constant) and node.value.value in (False, None, 0)
+            yield from ((attr, falsy) for target in node.targets if (attr := self_attr(target)))
+
+
+@dataclass(frozen=True)
+class OneTimeFlags:
+    """Per class: the `self` flags each method sets false (`self.calculate_kv_scales = False`), less those a
+    method other than `__init__` sets to anything else (re-armed flags run again)."""
+
+    cleared_by: dict[str, frozenset[str]] = field(default_factory=dict)
+    rearmed: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, methods: dict[str, list[ast.AST]]) -> "OneTimeFlags":
+        rearmed = frozenset(attr for name, nodes in methods.items() if name != "__init__"
+                            for attr, falsy in _flag_writes(nodes) if not falsy)
+        return cls({name: frozenset(attr for attr, falsy in _flag_writes(nodes) if falsy and attr not in rearmed)
+                    for name, nodes in methods.items()}, rearmed)
+
+    def clears(self, test: ast.AST, body: list[ast.stmt]) -> bool:
+        """`if self.calculate_kv_scales and ...: self.calc_kv_scales(k, v)` where the block, or a method it
+        calls, sets that flag false: the block runs on the first step that takes it and never again (vLLM's
+        kv-scale calibration), unlike `if self.use_x:`, a setting no step changes."""
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        flags = {attr for part in parts if (attr := self_attr(part))} - self.rearmed
+        nodes = [node for stmt in body for node in ast.walk(stmt)]
+        cleared = {attr for attr, falsy in _flag_writes(nodes) if falsy}
+        for node in nodes:
+            if isinstance(node, ast.Call) and (method := self_attr(node.func)):
+                cleared |= self.cleared_by.get(method, frozenset())
+        return bool(flags & cleared)
+
+
 def _cached_state(test: ast.AST) -> str | None:
     """The state a cache-hit test reads: `if self.x is not None:`, `if key in self.cache:`,
     `if cache.device == q.device:` (already converted), maybe `and ...`."""
@@ -381,7 +422,9 @@ class Regions:
 
 
 def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guards, names: ImportMap,
-                     global_names: set[str], body_nodes: list[ast.AST]) -> Regions:
+                     global_names: set[str], body_nodes: list[ast.AST],
+                     one_time: OneTimeFlags = OneTimeFlags()) -> Regions:
+    """`one_time`: the one-time flags of the function's class."""
     regions = Regions()
     arguments = func.args
     parameters = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
@@ -406,7 +449,8 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
                         cold(rest)
                         visit(stmt.body)
                         return
-                elif _rebinds_on_change(stmt.test, stmt.body, flags) and not stmt.orelse:
+                elif ((_rebinds_on_change(stmt.test, stmt.body, flags) or one_time.clears(stmt.test, stmt.body))
+                      and not stmt.orelse):
                     cold(stmt.body)
                 elif (state := memo_state(stmt.test)) and _stores_result(stmt.body, global_names):
                     cold(stmt.body)
