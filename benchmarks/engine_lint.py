@@ -134,7 +134,8 @@ def print_run(engine: Engine, doc: dict, seconds: float, files: int, lines: int)
           f"({seconds / max(lines, 1) * 100_000:.1f} s per 100k lines)")
     print(f"hot functions: {summary.get('hot_functions', 0)}  roots: {scope.get('roots', {})}  "
           f"reached by calls: {scope.get('reached_by_calls', 0)}  left cold by exclude-roots: "
-          f"{scope.get('excluded_by_exclude_roots', 0)}")
+          f"{scope.get('excluded_by_exclude_roots', 0)}  roots of classes never built here: "
+          f"{scope.get('roots_of_classes_never_built', 0)}")
     by_severity = summary.get("by_severity", {})
     print("findings: " + ", ".join(f"{by_severity.get(s, 0)} {s}" for s in ("error", "warning", "info")))
     counts = Counter((f["rule"], f["severity"]) for f in findings)

@@ -154,11 +154,12 @@ def _summary(result: Run) -> dict:
     summary = summarize(result.findings, fail_on)
     summary["failing"] = sum(summarize(p.result.findings, p.config.fail_on)["failing"] for p in result.projects)
     cwd = Path.cwd().resolve()
-    scope: dict = {"hot_functions": 0, "roots": {}, "reached_by_calls": 0, "excluded_by_exclude_roots": 0}
+    counts = ("hot_functions", "reached_by_calls", "excluded_by_exclude_roots", "roots_of_classes_never_built")
+    scope: dict = {"roots": {}, **dict.fromkeys(counts, 0)}
     notes = []
     for project in result.projects:
         part = project.result.scope
-        for key in ("hot_functions", "reached_by_calls", "excluded_by_exclude_roots"):
+        for key in counts:
             scope[key] += part.get(key, 0)
         for why, count in part.get("roots", {}).items():
             scope["roots"][why] = scope["roots"].get(why, 0) + count

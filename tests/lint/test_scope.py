@@ -121,7 +121,7 @@ def test_statistics_and_json_summary_say_what_was_hot(project, capsys):
     assert main(["lint", str(root), "--no-cache", "--format", "json"]) == 1
     scope = json.loads(capsys.readouterr().out)["summary"]["scope"]
     assert scope == {"hot_functions": 1, "roots": {"hot-paths *:*.forward": 1}, "reached_by_calls": 0,
-                     "excluded_by_exclude_roots": 1}
+                     "excluded_by_exclude_roots": 1, "roots_of_classes_never_built": 0}
 
 
 @pytest.mark.parametrize("profile", ["sglang", "vllm"])
@@ -131,3 +131,70 @@ def test_profiles_load_and_add_the_projects_own_lists(project, capsys, profile):
     summary = json.loads(capsys.readouterr().out)["summary"]
     assert summary["profile"] == profile
     assert summary["scope"]["roots"] == {"hot-paths pkg.model:DecoderLayer.forward": 1}
+
+
+# vLLM 0.33 fused_moe: a reduce implementation whose `apply` matches the profile's `*.apply` roots, built
+# only by a prepare/finalize class that only an XPU opt-in path builds
+NEVER_BUILT = {
+    "pkg/reduce.py": """import torch
+
+
+class NaiveBatchedReduce:
+    def apply(self, out: torch.Tensor, hits: torch.Tensor) -> torch.Tensor:
+        e_idx, t_idx = hits.nonzero(as_tuple=True)
+        return out[e_idx]
+
+
+class ContiguousReduce:
+    def apply(self, out: torch.Tensor, hits: torch.Tensor) -> torch.Tensor:
+        return out * hits
+""",
+    "pkg/batched.py": """from pkg.reduce import NaiveBatchedReduce
+
+
+class BatchedPrepareFinalize:
+    def finalize(self, out, hits):
+        if isinstance(out, NaiveBatchedReduce):
+            return out
+        return NaiveBatchedReduce().apply(out, hits)
+""",
+    "pkg/select.py": """from pkg.batched import BatchedPrepareFinalize
+from pkg.reduce import ContiguousReduce
+from vllm.platforms import current_platform
+
+
+def make_prepare_finalize(backend: str):
+    if current_platform.is_xpu() and backend == "batched_triton":
+        return BatchedPrepareFinalize()
+    return ContiguousReduce()
+""",
+}
+NEVER_BUILT_CONFIG = {"hot-paths": ["*:*.apply"], "eager-if": ["is_xpu"], "gpu-capability": 90}
+
+
+def test_roots_of_classes_built_only_for_another_platform_stay_cold(lint_project):
+    result = lint_project(NEVER_BUILT, NEVER_BUILT_CONFIG)
+    assert _table(result) == []
+    assert result.scope["roots_of_classes_never_built"] == 1
+    assert result.scope["roots"] == {"hot-paths *:*.apply": 1}  # ContiguousReduce.apply, built on every GPU
+
+
+@pytest.mark.parametrize(("path", "text", "replacement"), [
+    ("pkg/select.py", "current_platform.is_xpu() and ", ""),  # built on every platform
+    ("pkg/select.py", "current_platform.is_xpu()", "current_platform.has_device_capability(90)"),  # this GPU
+    ("pkg/batched.py", "class BatchedPrepareFinalize:", "REGISTRY = {'naive': NaiveBatchedReduce}\n\n\nclass BatchedPrepareFinalize:"),
+])
+def test_a_class_built_on_this_gpu_or_used_otherwise_keeps_its_roots(lint_project, path, text, replacement):
+    files = dict(NEVER_BUILT)
+    assert text in files[path]
+    files[path] = files[path].replace(text, replacement)
+    result = lint_project(files, NEVER_BUILT_CONFIG)
+    assert _table(result) == [("pkg/reduce.py", 6, "GR201")]
+    assert result.scope["roots_of_classes_never_built"] == 0
+
+
+def test_a_capability_this_gpu_lacks_leaves_the_class_unbuilt(lint_project):
+    files = dict(NEVER_BUILT)
+    files["pkg/select.py"] = files["pkg/select.py"].replace("current_platform.is_xpu()",
+                                                            "current_platform.has_device_capability(100)")
+    assert _table(lint_project(files, NEVER_BUILT_CONFIG)) == []

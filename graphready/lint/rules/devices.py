@@ -88,9 +88,14 @@ class ImplicitCaptureStream(Rule):
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
         if ctx.qualname(node.func) == "torch.cuda.graph":
             if keyword(node, "stream") is None and len(positional(node)) < 3:
-                ctx.report(node, "`torch.cuda.graph(g)` without `stream=` captures on a side stream of the current "
-                                 "device; on any GPU but the default this replays stale or all-zero data; pass "
-                                 "`stream=torch.cuda.Stream(device=...)` and replay on the same stream")
+                if ctx.facts.multi_device:
+                    ctx.report(node, "`torch.cuda.graph(g)` without `stream=` captures on a side stream of the current "
+                                     "device; on any GPU but the default this replays stale or all-zero data; pass "
+                                     "`stream=torch.cuda.Stream(device=...)` and replay on the same stream")
+                else:  # one device per process (vLLM's and SGLang's workers): PyTorch's documented usage
+                    ctx.report(node, "`torch.cuda.graph(g)` without `stream=` captures on one process-wide side stream, "
+                                     "made on the first capturing device: fine while this process drives one GPU; pass "
+                                     "`stream=` before it captures on several", severity="info")
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "replay" and not node.args:
             if not ctx.facts.multi_device:
                 return  # one device: replaying on the current stream is PyTorch's documented usage

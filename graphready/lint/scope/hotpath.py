@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from graphready.lint.scope.index import CallSite, ClassInfo, FunctionInfo, ModuleIndex
+from graphready.lint.scope.regions import within
 
 MAX_ALIAS_DEPTH = 8
 AUTOGRAD_FUNCTION = "torch.autograd.Function"
@@ -22,6 +23,7 @@ class HotSet:
     callers: dict[str, set[str]] = field(default_factory=dict)  # function key -> who calls it hot (fan-in)
     roots: dict[str, int] = field(default_factory=dict)  # why functions are roots -> how many
     excluded: set[str] = field(default_factory=set)  # matched by exclude-roots and left cold
+    never_built: set[str] = field(default_factory=set)  # pattern roots of classes this machine never builds
     unwarmed: set[str] = field(default_factory=set)  # first reached from a capture with no warm-up call
     warmed: set[str] = field(default_factory=set)  # first reached from a capture after a warm-up call
     uncompiled: set[str] = field(default_factory=set)  # hot only through functions torch.compile never traces
@@ -34,7 +36,8 @@ class HotSet:
         """How many functions are hot and why, for `--statistics` and the JSON summary."""
         rooted = sum(self.roots.values())
         return {"hot_functions": len(self.chains), "roots": dict(sorted(self.roots.items())),
-                "reached_by_calls": len(self.chains) - rooted, "excluded_by_exclude_roots": len(self.excluded)}
+                "reached_by_calls": len(self.chains) - rooted, "excluded_by_exclude_roots": len(self.excluded),
+                "roots_of_classes_never_built": len(self.never_built)}
 
 
 class Project:
@@ -48,6 +51,36 @@ class Project:
             for info in index.functions.values():
                 self.functions[info.key] = info
         self.autograd_functions = self._autograd_functions()
+        self.class_uses: dict[str, list[tuple[str, int]]] = {}
+        for index in modules.values():
+            for name, uses in index.class_uses.items():
+                self.class_uses.setdefault(name, []).extend(uses)
+        self._never_built: dict[str, bool] = {}
+
+    def never_built(self, key: str) -> bool:
+        """The function is a method of a class that this machine never instantiates: every use of the
+        class's name is a call `Foo(...)` in a branch for another platform (`if current_platform.is_xpu():`)
+        or in a method of a class that is itself never built. Any other use (a registry, a subclass, a
+        module-level call, no use at all) counts as built."""
+        info = self.functions.get(key)
+        if info is None or info.class_qualname is None:
+            return False
+        return self._class_never_built(info.class_qualname.rsplit(".", 1)[-1])
+
+    def _class_never_built(self, name: str) -> bool:
+        if name not in self._never_built:
+            self._never_built[name] = False  # a cycle (a class built only by itself) counts as built
+            uses = self.class_uses.get(name, [])
+            self._never_built[name] = bool(uses) and all(self._call_never_runs(key, line) for key, line in uses)
+        return self._never_built[name]
+
+    def _call_never_runs(self, key: str, line: int) -> bool:
+        caller = self.functions.get(key)
+        if caller is None:
+            return False
+        if within(line, caller.never_runs):
+            return True
+        return caller.class_qualname is not None and self._class_never_built(caller.class_qualname.rsplit(".", 1)[-1])
 
     def _autograd_functions(self) -> set[str]:
         """Dotted names of the project's `torch.autograd.Function` subclasses (through project bases)."""
@@ -284,7 +317,10 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
             continue
         pattern = next((p for p in patterns if _matches(p, key)), None)
         if pattern and not project.autograd_method(key) and not cold(key):
-            add(key, [key], f"hot-paths {pattern}")
+            if project.never_built(key):
+                hot.never_built.add(key)
+            else:
+                add(key, [key], f"hot-paths {pattern}")
     unwarmed_roots: set[str] = set()
     warmed_roots: set[str] = set()
     for key, info in sorted(project.functions.items()):

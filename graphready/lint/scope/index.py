@@ -19,7 +19,8 @@ from graphready.lint.scope.attrtypes import (
 from graphready.lint.scope.astwalk import walk_body
 from graphready.lint.analysis.deep import python_limits
 from graphready.lint.scope.regions import (
-    Guards, OneTimeFlags, Regions, capture_bodies, falsy_when_captured, function_regions, returns_none, with_predicates, within,
+    Guards, OneTimeFlags, Regions, capture_bodies, falsy_when_captured, function_regions, never_run, returns_none,
+    with_predicates, within,
 )
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.inference.torchnames import HOST_NAME, TENSOR, annotation_kind
@@ -28,6 +29,7 @@ HOT_COMMENT = re.compile(r"#\s*graphready:\s*hot\b")
 HOT_DECORATORS = {"graphready.hot_path", "graphready.markers.hot_path"}
 MEMO_DECORATORS = {"functools.cache", "functools.lru_cache", "functools.cached_property"}
 ELEMENT_VIEWS = {"itertools.islice", "islice", "reversed", "list", "tuple"}  # iterate a list's elements
+INERT_CALLS = {"isinstance", "issubclass"}  # a class in their second argument is tested, not built
 GRAPH_TEXT = re.compile(r"\bgraph\s*\(|\.replay\s*\(")
 
 
@@ -68,6 +70,7 @@ class FunctionInfo:
     cold_spans: list[tuple[int, int, int, int]] = field(default_factory=list)  # eager-only operands
     empty_when_captured: list[str] = field(default_factory=list)  # locals only filled on eager lines
     capture_bodies: list[tuple[int, int]] = field(default_factory=list)
+    never_runs: list[tuple[int, int]] = field(default_factory=list)  # branches this machine never takes (`is_xpu()`)
     mentions_graph: bool = False
     declares_global: bool = False
 
@@ -117,6 +120,9 @@ class ModuleIndex:
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     global_calls: dict[str, str] = field(default_factory=dict)  # NAME = call(...) at module level
     global_containers: set[str] = field(default_factory=set)  # NAME = [] / {} / deque() at module level
+    # class-like names (`Foo`, `mod.Foo`) by last part -> where they are used: (function key, line) of a call
+    # `Foo(...)` in a function, ("", line) for any other use (a registry, a base class, a module-level call)
+    class_uses: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     parse_error: tuple[int, int, str] | None = None
 
 
@@ -249,6 +255,7 @@ class _ModuleIndexer:
         self.tables: dict[str, list[str]] = {}  # module-level {kind: LayerClass} tables
         self.none_methods: set[str] = set()  # methods of the class being indexed that return None when captured
         self.one_time_flags = OneTimeFlags()  # ... and the `self` flags its methods set false once
+        self.platform_guards: dict[int, tuple[Guards, Guards]] = {}  # id(guards) -> (guards, guards.platform())
         self.bodies: dict[int, list[ast.AST]] = {}  # id(def node) -> walk_body: one walk per function per file
         self.method_regions: dict[int, tuple[set[str], Guards, Regions]] = {}  # id(def node) -> `_regions`
 
@@ -269,7 +276,54 @@ class _ModuleIndexer:
                     if isinstance(target, ast.Name) and callee:
                         self.index.global_calls[target.id] = callee
             self._definitions([stmt], prefix="", class_info=None)
+        self._other_class_uses(tree)
         return self.index
+
+    def _record_class_uses(self, key: str, body_nodes: list[ast.AST]) -> None:
+        """In one function: each `Foo(...)` call with its function, any other use of `Foo` as ("", line)."""
+        uses = self.index.class_uses
+        calls, inert = set(), set()
+        for node in body_nodes:
+            if isinstance(node, ast.Call):
+                name = _class_name(node.func)
+                if name:
+                    uses.setdefault(name, []).append((key, node.lineno))
+                    calls.add(id(node.func))
+                elif isinstance(node.func, ast.Name) and node.func.id in INERT_CALLS:
+                    inert.update(id(n) for arg in node.args[1:] for n in ast.walk(arg))
+        for node in body_nodes:
+            if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in calls and id(node) not in inert:
+                name = _class_name(node)
+                if name:
+                    uses.setdefault(name, []).append(("", node.lineno))
+
+    def _platform(self, guards: Guards) -> Guards:
+        """`guards.platform()`, made once per guards object (most functions share the module's)."""
+        if id(guards) not in self.platform_guards:
+            self.platform_guards[id(guards)] = (guards, guards.platform())
+        return self.platform_guards[id(guards)][1]
+
+    def _other_class_uses(self, tree: ast.Module) -> None:
+        """Uses of class-like names outside function bodies: they may build the class (`REGISTRY = {"x": Foo}`,
+        `class Bar(Foo)`, a module-level `Foo()`). Annotations, imports and isinstance tests build nothing."""
+        uses = self.index.class_uses
+        stack: list[ast.AST] = list(tree.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                name = _class_name(node)
+                if name:
+                    uses.setdefault(name, []).append(("", node.lineno))
+                elif isinstance(node, ast.Attribute):
+                    stack.append(node.value)  # `Foo.create`: a use of Foo; `mod.Foo`: one use, of Foo
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):  # its body: `_record_class_uses`
+                stack += [*node.decorator_list, *node.args.defaults, *filter(None, node.args.kw_defaults)]
+            elif isinstance(node, ast.AnnAssign):
+                stack += [node.target, *filter(None, [node.value])]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in INERT_CALLS:
+                stack += node.args[:1]
+            elif not isinstance(node, (ast.arg, ast.Import, ast.ImportFrom)):
+                stack.extend(ast.iter_child_nodes(node))
 
     def _definitions(self, statements, prefix: str, class_info: ClassInfo | None) -> None:
         for stmt in statements:
@@ -367,6 +421,7 @@ class _ModuleIndexer:
             cold_spans=regions.cold_spans,
             empty_when_captured=sorted(dead_when_captured),
             capture_bodies=capture_bodies(body_nodes, self.names),
+            never_runs=never_run(node.body, self._platform(guards), self.names) if regions.excluded else [],
             declares_global=bool(global_names),
             params=[a.arg for a in [*node.args.posonlyargs, *node.args.args]],
         )
@@ -378,6 +433,7 @@ class _ModuleIndexer:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 nested[stmt.name] = f"{self.index.module}:{qualname}.{stmt.name}"
         _FunctionScanner(info, self.names, nested).scan(node, body_nodes)
+        self._record_class_uses(info.key, body_nodes)
         if class_info is not None:
             AttributeTyper(self.names, class_info, node, body_nodes, self.tables).learn()
             class_info.graph_inputs |= _attrs_read_in(body_nodes, info.capture_bodies)
@@ -386,6 +442,12 @@ class _ModuleIndexer:
                 self._function(stmt, f"{qualname}.", None, guards)
             elif isinstance(stmt, ast.ClassDef):
                 self._class(stmt, f"{qualname}.")
+
+def _class_name(node: ast.AST) -> str | None:
+    """`Foo` of a `Foo` or `mod.Foo` expression (a capitalised name: what looks like a class)."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name if name[:1].isupper() else None
+
 
 def _decorator_callee(node: ast.AST) -> ast.AST:
     return node.func if isinstance(node, ast.Call) else node

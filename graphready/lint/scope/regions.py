@@ -34,6 +34,7 @@ TENSOR_METHODS = {"to", "cuda", "contiguous", "clone", "t", "float", "half", "bf
                   "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "pin_memory"}
 ENV_READS = {"get", "value", "is_set", "get_bool"}  # `envs.DEBUG_X.get()` reads the switch DEBUG_X
 EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+PLATFORM_PREDICATES = {"is_hip", "is_rocm", "is_xpu", "is_cpu", "is_npu", "is_hpu", "is_mps", "is_tpu", "is_cuda"}
 
 
 def within(line: int, ranges: list[tuple[int, int]]) -> bool:
@@ -62,6 +63,7 @@ class Guards:
     captured_if: frozenset[str] = frozenset()
     _globs: tuple[tuple[str, ...], tuple[str, ...]] = field(default=((), ()), compare=False, repr=False)
     capability: int | None = None  # `gpu-capability`: the GPU the graphs run on, for capability tests
+    hardware_only: bool = False  # `platform()`: capture state is not a property of the machine
 
     @classmethod
     def of(cls, eager_if, captured_if, capability: int | None = None) -> "Guards":
@@ -78,6 +80,13 @@ class Guards:
         if name in (self.eager_if if eager else self.captured_if):
             return True
         return any(fnmatchcase(name, p) for p in self._globs[0 if eager else 1])
+
+    def platform(self) -> "Guards":
+        """Only the predicates the hardware decides (`is_hip`, `is_xpu`, `_is_cuda`, capability tests): a
+        branch these rule out never runs on this machine at all, not just outside the graph."""
+        def fixed(names: frozenset[str]) -> list[str]:
+            return [n for n in names if n.lstrip("_") in PLATFORM_PREDICATES or n.lstrip("_").startswith("use_aiter")]
+        return replace(Guards.of(fixed(self.eager_if), fixed(self.captured_if), self.capability), hardware_only=True)
 
     def with_aliases(self, statements: list[ast.AST], names: ImportMap) -> "Guards":
         """These guards plus variables that hold a guard's value (`capturing = get_is_capture_mode()`).
@@ -157,7 +166,7 @@ def _eager_when(test: ast.AST, truth: bool, guards: Guards, names: ImportMap) ->
         either = isinstance(test.op, ast.And) == truth
         return any(parts) if either else all(parts)
     if not truth and isinstance(test, ast.Call) and names.resolve(test.func) in NO_CUDA_WHEN_FALSE:
-        return True
+        return not (guards.hardware_only and names.resolve(test.func) == CAPTURING)
     if guards.capability is not None and isinstance(test, ast.Call):
         holds = capability_test(test, guards.capability)
         if holds is not None:
@@ -472,6 +481,27 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
     visit(func.body)
     regions.cold_spans = _short_circuited(body_nodes, guards, names)
     return regions
+
+
+def never_run(statements: list[ast.stmt], platform: Guards, names: ImportMap) -> list[tuple[int, int]]:
+    """Line ranges of branches this machine never takes (`if current_platform.is_xpu(): ...`), given
+    `Guards.platform()`: what is built there is never built here."""
+    ranges: list[tuple[int, int]] = []
+    for stmt in statements:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        blocks = [getattr(stmt, name, []) or [] for name in ("body", "orelse", "finalbody")]
+        blocks += [handler.body for handler in getattr(stmt, "handlers", []) or []]
+        if isinstance(stmt, ast.If):
+            if _eager_when(stmt.test, True, platform, names):
+                ranges.append(_block_range(stmt.body))
+                blocks = [stmt.orelse]
+            elif stmt.orelse and _eager_when(stmt.test, False, platform, names):
+                ranges.append(_block_range(stmt.orelse))
+                blocks = [stmt.body]
+        for block in blocks:
+            ranges += never_run(block, platform, names)
+    return [r for r in ranges if r]
 
 
 def _short_circuited(body_nodes: list[ast.AST], guards: Guards, names: ImportMap) -> list[tuple[int, int, int, int]]:

@@ -1,0 +1,45 @@
+"""GR403 on capture: the implicit side stream is an error where the code drives several GPUs, and a note
+where one process drives one GPU (vLLM's piecewise backend, SGLang's runners)."""
+
+from __future__ import annotations
+
+import textwrap
+
+# vLLM 0.7.2 compilation/backends.py: one worker process per GPU, pieces captured on the default side stream
+ONE_DEVICE = """
+    import torch
+
+
+    class PiecewiseBackend:
+        def __init__(self, runnable, pool):
+            self.runnable = runnable
+            self.graph_pool = pool
+
+        def capture(self, *args):
+            cudagraph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(cudagraph, pool=self.graph_pool):
+                output = self.runnable(*args)
+            return cudagraph, output
+    """
+
+
+def _severities(result) -> list[tuple[str, str]]:
+    return [(f.rule, f.severity.name) for f in result.findings]
+
+
+def test_capture_without_stream_on_one_device_is_a_note(lint_project):
+    result = lint_project({"pkg/backend.py": textwrap.dedent(ONE_DEVICE)})
+    assert _severities(result) == [("GR403", "INFO")]
+    assert "fine while this process drives one GPU" in result.findings[0].message
+
+
+def test_capture_without_stream_in_code_that_switches_devices_is_an_error(lint_project):
+    several = ONE_DEVICE.replace("cudagraph = torch.cuda.CUDAGraph()",
+                                 "torch.cuda.set_device(args[0].device)\n            cudagraph = torch.cuda.CUDAGraph()")
+    result = lint_project({"pkg/backend.py": textwrap.dedent(several)})
+    assert _severities(result) == [("GR403", "ERROR")]
+
+
+def test_capture_on_an_explicit_stream_is_quiet(lint_project):
+    explicit = ONE_DEVICE.replace("pool=self.graph_pool)", "pool=self.graph_pool, stream=torch.cuda.Stream())")
+    assert lint_project({"pkg/backend.py": textwrap.dedent(explicit)}).findings == []
