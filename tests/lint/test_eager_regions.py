@@ -246,6 +246,44 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
                 self._k_scale_float = self._k_scale.item()
                 self.calculate_kv_scales = False
         """, ("self.calculate_kv_scales = False", "self.calculate_kv_scales = k.numel() > 0"), {"GR101"}),
+    # vLLM marlin_utils: a module-global quantiser built on the first call (its constructor compiles)
+    "module global built once": ("""
+        class QuantFP8:
+            def __init__(self, group: int):
+                self.fn = torch.compile(self.forward_native)
+
+            def forward_native(self, x: torch.Tensor):
+                return x
+
+        _quant_fp8_method = None
+
+        def get_quant_fp8_method():
+            global _quant_fp8_method
+            if _quant_fp8_method is None:
+                _quant_fp8_method = QuantFP8(128)
+            return _quant_fp8_method
+
+        class Experts:
+            def forward(self, x: torch.Tensor):
+                return get_quant_fp8_method().fn(x)
+        """, ("if _quant_fp8_method is None:", "if x is not None:"), {"GR501"}),
+    # SGLang nvfp4 GEMM: a compiled kernel looked up in a module-level dict, compiled and stored on a miss
+    "cache hit in a module-level dict": ("""
+        _compiled_kernel_cache = {}
+
+        def _get_compiled(fn, n: int, k: int):
+            cache_key = (n, k)
+            cached = _compiled_kernel_cache.get(cache_key)
+            if cached is not None:
+                return cached
+            compiled = torch.compile(fn)
+            _compiled_kernel_cache[cache_key] = compiled
+            return compiled
+
+        class Gemm:
+            def forward(self, x: torch.Tensor):
+                return _get_compiled(torch.mm, x.shape[0], x.shape[1])(x, x)
+        """, ("_compiled_kernel_cache[cache_key] = compiled", "pass"), {"GR501"}),
     # vLLM V0 mamba cache: the runner passes this kwargs key only to graph runs; without it, eager prep
     "kwargs key present only when capturing": ("""
         class MambaCache:

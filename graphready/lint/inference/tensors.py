@@ -24,7 +24,7 @@ PAGEABLE, PINNED = "pageable", "pinned"
 NON_TENSOR_METHODS = {
     "item", "tolist", "size", "dim", "numel", "nelement", "element_size", "data_ptr", "stride",
     "is_contiguous", "is_floating_point", "is_complex", "get_device", "storage_offset", "numpy",
-    "untyped_storage", "is_pinned", "is_set_to", "__len__", "type", "synchronize", "record", "query",
+    "storage", "untyped_storage", "nbytes", "ndimension", "is_shared", "is_inference", "is_pinned", "is_set_to", "__len__", "type", "synchronize", "record", "query",
     "record_event", "wait_event", "wait_stream", "keys", "items", "append", "extend", "get",
 }
 METADATA_ATTRS = {

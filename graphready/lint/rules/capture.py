@@ -31,11 +31,15 @@ def _names_in(node: cst.CSTNode | None) -> set[str]:
 
 
 def _scan(ctx: RuleContext, root: cst.FunctionDef):
-    """Capture bodies of `root`, tensors made outside them, and names that escape the call."""
+    """Capture bodies of `root` and the tensors made outside them that nothing keeps after the call. None
+    when every graph captured is a local that does not escape either: it dies with the temporaries (a
+    test that captures, replays and checks in one function)."""
     bodies: list[cst.BaseSuite] = []
     temps: set[str] = set()
     escaped: set[str] = set()
     inside: list[cst.BaseSuite] = []
+    graphs: list[cst.BaseExpression | None] = []
+    locals_: set[str] = set()
 
     def enter(node: cst.CSTNode) -> bool:
         nonlocal escaped
@@ -46,8 +50,11 @@ def _scan(ctx: RuleContext, root: cst.FunctionDef):
         ):
             bodies.append(node.body)
             inside.append(node.body)
+            graphs.extend(next(iter(i.item.args), None) for i in node.items if isinstance(i.item, cst.Call))
         elif isinstance(node, cst.Assign):
             for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    locals_.add(target.target.value)
                 if isinstance(target.target, (cst.Attribute, cst.Subscript)):
                     escaped |= _names_in(node.value)
                 elif isinstance(target.target, cst.Name) and not inside:
@@ -55,7 +62,8 @@ def _scan(ctx: RuleContext, root: cst.FunctionDef):
                         temps.add(target.target.value)
         elif isinstance(node, cst.Call):
             func = node.func  # self.keep.append(w), self.cache.update(k=w), obj.register_buffer("w", w)
-            if isinstance(func, cst.Attribute) and isinstance(func.value, (cst.Attribute, cst.Subscript)):
+            if (isinstance(func, cst.Attribute) and isinstance(func.value, (cst.Attribute, cst.Subscript))
+                    and ctx.qualname(func) != GRAPH_CONTEXT):
                 for arg in node.args:
                     escaped |= _names_in(arg.value)
         elif isinstance(node, cst.Return):
@@ -69,6 +77,9 @@ def _scan(ctx: RuleContext, root: cst.FunctionDef):
             inside.pop()
 
     walk(root, enter, leave)
+    if graphs and all(isinstance(g, cst.Arg) and isinstance(g.value, cst.Name) and g.value.value in locals_
+                      and g.value.value not in escaped for g in graphs):
+        return bodies, set()
     return bodies, temps - escaped
 
 

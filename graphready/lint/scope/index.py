@@ -399,7 +399,7 @@ class _ModuleIndexer:
         body_nodes = self._body_nodes(node)
         def_line = self.lines[node.lineno - 1] if node.lineno - 1 < len(self.lines) else ""
         global_names, guards, regions = self._regions(node, outer)
-        dead_when_captured = falsy_when_captured(body_nodes, regions.excluded, self.none_methods)
+        dead_when_captured = falsy_when_captured(body_nodes, regions.excluded, self.none_methods, global_names)
         if dead_when_captured:
             guards = guards.adding(eager_if=dead_when_captured)
             regions = function_regions(node, guards, self.names, global_names, body_nodes, self.one_time_flags)

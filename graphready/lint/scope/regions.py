@@ -366,6 +366,19 @@ def _cached_state(test: ast.AST) -> str | None:
     return None
 
 
+def _assigned_names(body_nodes: list[ast.AST]):
+    """Targets that bind local names: `x = ...`, `for x in ...`, `with ... as x`, `x += 1`."""
+    for node in body_nodes:
+        if isinstance(node, ast.Assign):
+            yield from node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            yield node.target
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            yield node.optional_vars
+        elif isinstance(node, ast.NamedExpr):
+            yield node.target
+
+
 def _assigned(statements: list[ast.stmt]):
     """Every assignment target under `statements` (`=`, `+=`, annotated)."""
     for stmt in statements:
@@ -385,23 +398,22 @@ def _stores_result(statements: list[ast.stmt], global_names: set[str]) -> bool:
 FILLING_METHODS = {"append", "extend", "insert", "update", "add"}  # calls that fill a container in place
 
 
-def _stores_state(statements: list[ast.stmt], global_names: set[str]) -> bool:
-    """Assigns `self.x`, `self.cache[k]` or a declared global, or fills a container held there
-    (`self.seen.add(key)`): state that outlives the call."""
+def _stores_state(statements: list[ast.stmt], global_names: set[str], local_names: set[str]) -> bool:
+    """Assigns `self.x`, `self.cache[k]`, a declared global or an item of a module-level container
+    (`_kernel_cache[key] = compiled`), or fills a container held there (`self.seen.add(key)`): state
+    that outlives the call."""
+    def outlives(node: ast.AST) -> bool:
+        while isinstance(node, (ast.Subscript, ast.Attribute)):
+            node = node.value
+        return isinstance(node, ast.Name) and (node.id == "self" or node.id in global_names or node.id not in local_names)
+
     for target in _assigned(statements):
         if isinstance(target, ast.Name) and target.id in global_names:
             return True
-        if isinstance(target, (ast.Subscript, ast.Attribute)) and _held_by_self_or_global(target, global_names):
+        if isinstance(target, (ast.Subscript, ast.Attribute)) and outlives(target):
             return True
     return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FILLING_METHODS
-               and _held_by_self_or_global(node.func.value, global_names)
-               for stmt in statements for node in ast.walk(stmt))
-
-
-def _held_by_self_or_global(node: ast.AST, global_names: set[str]) -> bool:
-    while isinstance(node, (ast.Subscript, ast.Attribute)):
-        node = node.value
-    return isinstance(node, ast.Name) and (node.id == "self" or node.id in global_names)
+               and outlives(node.func.value) for stmt in statements for node in ast.walk(stmt))
 
 
 def _builds_tensors(statements: list[ast.stmt], names: ImportMap) -> bool:
@@ -437,6 +449,7 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
     regions = Regions()
     arguments = func.args
     parameters = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+    local_names = parameters | {name for target in _assigned_names(body_nodes) for name in _names(target)}
     flags = identity_flags(body_nodes)
 
     def cold(statements: list[ast.stmt]) -> None:
@@ -466,7 +479,7 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
                     if _builds_tensors(stmt.body, names):
                         regions.memo.append((stmt.test.lineno, state))
                 elif ((state := _cached_state(stmt.test)) not in (None, *parameters) and _exits(stmt.body)
-                      and not stmt.orelse and _stores_state(rest, global_names)):  # `if cached is not None: return cached`
+                      and not stmt.orelse and _stores_state(rest, global_names, local_names)):  # `if cached is not None: return cached`
                     cold(rest)
                     if _builds_tensors(rest, names):
                         regions.memo.append((stmt.test.lineno, state))
@@ -560,10 +573,11 @@ def _set_or_filled(node: ast.AST, none_methods: set[str]) -> list[tuple[str, boo
 
 
 def falsy_when_captured(body_nodes: list[ast.AST], excluded: list[tuple[int, int]],
-                        none_methods: set[str] = frozenset()) -> set[str]:
-    """Variables given a value only on eager lines and False/None/0/empty on every captured one
+                        none_methods: set[str] = frozenset(), global_names: set[str] = frozenset()) -> set[str]:
+    """Local variables given a value only on eager lines and False/None/0/empty on every captured one
     (`if not capturing: any_visual = mask.any() else: any_visual = False`; `pad = []` filled only under
-    `if batch.mm_inputs is not None:`): their true branch is eager, and a copy of them copies nothing."""
+    `if batch.mm_inputs is not None:`): their true branch is eager, and a copy of them copies nothing.
+    A declared global keeps the value an earlier call gave it, so it is never one of them."""
     verdict: dict[str, tuple[bool, bool]] = {}  # name -> (every hot value falsy, some value on a cold line)
     for node in body_nodes:
         if not isinstance(node, (ast.Assign, ast.AugAssign, ast.Call)):
@@ -574,7 +588,7 @@ def falsy_when_captured(body_nodes: list[ast.AST], excluded: list[tuple[int, int
                 verdict[name] = (falsy, True)
             else:
                 verdict[name] = (falsy and stays_falsy, eager or eager_value)
-    return {name for name, (falsy, eager) in verdict.items() if falsy and eager}
+    return {name for name, (falsy, eager) in verdict.items() if falsy and eager and name not in global_names}
 
 
 def capture_bodies(body_nodes: list[ast.AST], names: ImportMap) -> list[tuple[int, int]]:
