@@ -43,3 +43,12 @@ def test_capture_without_stream_in_code_that_switches_devices_is_an_error(lint_p
 def test_capture_on_an_explicit_stream_is_quiet(lint_project):
     explicit = ONE_DEVICE.replace("pool=self.graph_pool)", "pool=self.graph_pool, stream=torch.cuda.Stream())")
     assert lint_project({"pkg/backend.py": textwrap.dedent(explicit)}).findings == []
+
+
+def test_one_named_device_is_not_several(lint_project):
+    """SGLang's kernel benchmark names the current device; a test pins `cuda:0`: both drive one GPU."""
+    for device in ('torch.device("cuda:0")', 'torch.device(f"cuda:{torch.cuda.current_device()}")'):
+        named = ONE_DEVICE.replace("self.graph_pool = pool", f"self.graph_pool = pool\n            self.device = {device}")
+        assert _severities(lint_project({"pkg/backend.py": textwrap.dedent(named)})) == [("GR403", "INFO")]
+    several = ONE_DEVICE.replace("self.graph_pool = pool", 'self.graph_pool = pool\n            self.devices = ["cuda:0", "cuda:1"]')
+    assert _severities(lint_project({"pkg/backend.py": textwrap.dedent(several)})) == [("GR403", "ERROR")]

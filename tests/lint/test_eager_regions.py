@@ -284,6 +284,24 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
             def forward(self, x: torch.Tensor):
                 return _get_compiled(torch.mm, x.shape[0], x.shape[1])(x, x)
         """, ("_compiled_kernel_cache[cache_key] = compiled", "pass"), {"GR501"}),
+    # SGLang LTX-2 perturbation masks: a cache made in the call (the twin) misses on every call, so its
+    # miss branch is hot; a module-level cache fills once
+    "cache that outlives the call": ("""
+        _mask_cache = {}
+
+        def build_masks(values: torch.Tensor, keys: list):
+            for key in keys:
+                mask = _mask_cache.get(key)
+                if mask is None:
+                    mask = values.new_ones(len(key))
+                    mask[values.argmax().item()] = 0
+                    _mask_cache[key] = mask
+            return mask
+
+        class Dit:
+            def forward(self, values: torch.Tensor):
+                return build_masks(values, [(0, 1)])
+        """, ("keys: list):\n", "keys: list):\n            _mask_cache = {}\n"), {"GR101"}),
     # vLLM V0 mamba cache: the runner passes this kwargs key only to graph runs; without it, eager prep
     "kwargs key present only when capturing": ("""
         class MambaCache:

@@ -44,13 +44,22 @@ class FileJob:
     host_params: dict[str, list[str]] = field(default_factory=dict)  # function key -> params its hot callers fill with host data
 
 
-MULTI_DEVICE = re.compile(r"set_device\(|torch\.cuda\.device\(|[\"']cuda:\d|f[\"']cuda:\{|device_count\(\)"
-                          r"|for \w+ in [\w.]*devices\b")
+MULTI_DEVICE = re.compile(r"set_device\(|torch\.cuda\.device\(|device_count\(\)|for \w+ in [\w.]*devices\b")
+DEVICE_LITERAL = re.compile(r"[\"']cuda:(\d+)")
+DEVICE_FSTRING = re.compile(r"f[\"']cuda:\{(?!(?:torch\.cuda\.)?current_device\(\)\})")
+
+
+def handles_several_devices(source: str) -> bool:
+    """The file drives more than one GPU in a process: `set_device`, `torch.cuda.device(...)`, a device
+    count or loop, a computed `f"cuda:{i}"`, or two different `cuda:N` literals. One `"cuda:0"` or
+    `f"cuda:{torch.cuda.current_device()}"` names the one device it runs on."""
+    return bool(MULTI_DEVICE.search(source) or DEVICE_FSTRING.search(source)
+                or len(set(DEVICE_LITERAL.findall(source))) > 1)
 
 
 def _module_facts(job: FileJob, names: ImportMap) -> FileFacts:
     facts = FileFacts(names)
-    facts.multi_device = bool(MULTI_DEVICE.search(job.source))
+    facts.multi_device = handles_several_devices(job.source)
     facts.containers = set(job.global_containers)
     for name, callee in job.global_calls.items():
         if is_tensor_callee(callee):

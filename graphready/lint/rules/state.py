@@ -40,12 +40,13 @@ def _persistent(node: cst.BaseExpression, ctx: RuleContext) -> str | None:
     return None
 
 
-def _container(node: cst.BaseExpression, ctx: RuleContext) -> str | None:
-    """`self.x` / a global known to hold a list, dict, set or deque: its display name."""
+def _container(node: cst.BaseExpression, ctx: RuleContext, local_names: set[str]) -> str | None:
+    """`self.x` / a global known to hold a list, dict, set or deque (not shadowed by one of `local_names`):
+    its display name."""
     attr = self_attr(node)
     if attr is not None:
         return f"self.{attr}" if attr in ctx.facts.containers else None
-    if isinstance(node, cst.Name) and node.value in ctx.facts.containers:
+    if isinstance(node, cst.Name) and node.value in ctx.facts.containers and node.value not in local_names:
         return node.value
     return None
 
@@ -69,21 +70,32 @@ class _FreshTensors(Rule):
 class EscapingAlloc(_FreshTensors):
     code = "GR305"
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.local_names: set[str] = set()  # names the function binds itself (`cache = {}` shadows a global)
+
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
         func = node.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value in GROWING_METHODS) or _in_constructor(ctx):
+        if not (isinstance(func, cst.Attribute) and func.attr.value in GROWING_METHODS) or self._once(ctx):
             return
-        holder = _container(func.value, ctx)
+        holder = _container(func.value, ctx, self.local_names)
         if holder and any(self.fresh(arg, ctx) for arg in positional(node)):
             ctx.report(node, f"a tensor made in the step is kept in `{holder}`, which grows every step; inside a "
                              "graph it is pool memory the next replay overwrites; write into a preallocated buffer")
 
+    @staticmethod
+    def _once(ctx: RuleContext) -> bool:
+        """A constructor, or a capture function that is not itself hot: it runs once per graph, and what its
+        capture body makes and keeps (`self.outputs[bs] = out`) is that graph's static output."""
+        return _in_constructor(ctx) or not ctx.hot
+
     def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
-        if _in_constructor(ctx) or not self.fresh(node.value, ctx):
+        self.local_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+        if self._once(ctx) or not self.fresh(node.value, ctx):
             return
         for target in node.targets:
             if isinstance(target.target, cst.Subscript):
-                holder = _container(target.target.value, ctx)
+                holder = _container(target.target.value, ctx, self.local_names)
                 if holder:
                     ctx.report(target.target, f"a tensor made in the step is stored in `{holder}[...]` past the "
                                               "step; inside a graph it is pool memory the next replay overwrites; "

@@ -389,9 +389,18 @@ def _assigned(statements: list[ast.stmt]):
                 yield node.target
 
 
-def _stores_result(statements: list[ast.stmt], global_names: set[str]) -> bool:
-    """Assigns an attribute, a subscript or a declared global: the block keeps what it computed."""
-    return any(isinstance(target, (ast.Attribute, ast.Subscript))
+def _outlives(node: ast.AST, global_names: set[str], local_names: set[str]) -> bool:
+    """`self.x[k]`, `GLOBAL.y`, `_module_cache[k]`: held by something that outlives the call, not by one of
+    `local_names` (the function's own locals; with its parameters where a per-step object must not count)."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return isinstance(node, ast.Name) and (node.id == "self" or node.id in global_names or node.id not in local_names)
+
+
+def _stores_result(statements: list[ast.stmt], global_names: set[str], local_names: set[str]) -> bool:
+    """Assigns an attribute or item of something not in `local_names`, or a declared global: the block
+    keeps what it computed (a cache made in the call does not: its block runs on every call)."""
+    return any((isinstance(target, (ast.Attribute, ast.Subscript)) and _outlives(target, global_names, local_names))
                or (isinstance(target, ast.Name) and target.id in global_names) for target in _assigned(statements))
 
 
@@ -402,18 +411,10 @@ def _stores_state(statements: list[ast.stmt], global_names: set[str], local_name
     """Assigns `self.x`, `self.cache[k]`, a declared global or an item of a module-level container
     (`_kernel_cache[key] = compiled`), or fills a container held there (`self.seen.add(key)`): state
     that outlives the call."""
-    def outlives(node: ast.AST) -> bool:
-        while isinstance(node, (ast.Subscript, ast.Attribute)):
-            node = node.value
-        return isinstance(node, ast.Name) and (node.id == "self" or node.id in global_names or node.id not in local_names)
-
-    for target in _assigned(statements):
-        if isinstance(target, ast.Name) and target.id in global_names:
-            return True
-        if isinstance(target, (ast.Subscript, ast.Attribute)) and outlives(target):
-            return True
+    if _stores_result(statements, global_names, local_names):
+        return True
     return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FILLING_METHODS
-               and outlives(node.func.value) for stmt in statements for node in ast.walk(stmt))
+               and _outlives(node.func.value, global_names, local_names) for stmt in statements for node in ast.walk(stmt))
 
 
 def _builds_tensors(statements: list[ast.stmt], names: ImportMap) -> bool:
@@ -449,7 +450,7 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
     regions = Regions()
     arguments = func.args
     parameters = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
-    local_names = parameters | {name for target in _assigned_names(body_nodes) for name in _names(target)}
+    assigned_locals = {name for target in _assigned_names(body_nodes) for name in _names(target)}
     flags = identity_flags(body_nodes)
 
     def cold(statements: list[ast.stmt]) -> None:
@@ -474,12 +475,12 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
                 elif ((_rebinds_on_change(stmt.test, stmt.body, flags) or one_time.clears(stmt.test, stmt.body))
                       and not stmt.orelse):
                     cold(stmt.body)
-                elif (state := memo_state(stmt.test)) and _stores_result(stmt.body, global_names):
+                elif (state := memo_state(stmt.test)) and _stores_result(stmt.body, global_names, assigned_locals):
                     cold(stmt.body)
                     if _builds_tensors(stmt.body, names):
                         regions.memo.append((stmt.test.lineno, state))
                 elif ((state := _cached_state(stmt.test)) not in (None, *parameters) and _exits(stmt.body)
-                      and not stmt.orelse and _stores_state(rest, global_names, local_names)):  # `if cached is not None: return cached`
+                      and not stmt.orelse and _stores_state(rest, global_names, assigned_locals | parameters)):  # `if cached is not None: return cached`
                     cold(rest)
                     if _builds_tensors(rest, names):
                         regions.memo.append((stmt.test.lineno, state))
