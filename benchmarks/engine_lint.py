@@ -1,9 +1,10 @@
 """How good is `graphready lint` on real inference engines? Counts, scope, time and precision.
 
 Downloads pinned SGLang and vLLM wheels once (`pip download --no-deps`, cached under
-~/.cache/graphready-bench/), unpacks the model, layer and runner code, lints each tree with its
-built-in profile (`profile = "sglang"` / `"vllm"`) and prints per-rule counts, how many functions
-were hot and why, and the time. The corpus is the current release of each engine plus the older
+~/.cache/graphready-bench/), unpacks the Python code (all of it for the current releases; the model,
+layer and runner code for the older ones), lints each tree with its built-in profile
+(`profile = "sglang"` / `"vllm"`) and prints per-rule counts, how many functions were hot and why,
+and the time. The corpus is the current release of each engine plus the older
 releases that `engine_history.py` uses (the profiles must hold across versions, and those trees hold
 real bugs). Precision comes from `benchmarks/engine_labels.tsv`: findings an inference engineer read
 and labelled TRUE (a real CUDA-graph hazard on a captured path) or FALSE, with a one-line reason; it is
@@ -51,7 +52,10 @@ class Engine:
 SGLANG_CODE = ("sglang/srt/models/", "sglang/srt/layers/", "sglang/srt/model_executor/")
 VLLM_CODE = ("vllm/model_executor/models/", "vllm/model_executor/layers/", "vllm/v1/worker/", "vllm/compilation/")
 VLLM_V0_CODE = VLLM_CODE + ("vllm/worker/", "vllm/attention/")  # V0 runners and attention backends
-LATEST = [Engine("sglang", "0.5.23", SGLANG_CODE), Engine("vllm", "0.33.0", VLLM_CODE)]
+# The current releases are linted whole, as a user runs `graphready lint` in an engine checkout (kernels,
+# distributed, speculative decoding, diffusion runtime, tests and benchmarks included); the older ones only
+# their model, layer and runner code, the part engine_history.py's cases live in.
+LATEST = [Engine("sglang", "0.5.23", ("sglang/",)), Engine("vllm", "0.33.0", ("vllm/",))]
 OLDER = [Engine("sglang", "0.5.2", SGLANG_CODE), Engine("sglang", "0.4.6.post2", SGLANG_CODE),
          Engine("sglang", "0.4.4", SGLANG_CODE), Engine("vllm", "0.7.2", VLLM_V0_CODE),
          Engine("vllm", "0.6.6.post1", VLLM_V0_CODE)]

@@ -34,8 +34,8 @@ def test_capture_without_stream_on_one_device_is_a_note(lint_project):
 
 
 def test_capture_without_stream_in_code_that_switches_devices_is_an_error(lint_project):
-    several = ONE_DEVICE.replace("cudagraph = torch.cuda.CUDAGraph()",
-                                 "torch.cuda.set_device(args[0].device)\n            cudagraph = torch.cuda.CUDAGraph()")
+    several = ONE_DEVICE.replace("self.graph_pool = pool", "self.graph_pool = pool\n            self.devices = "
+                                 "[torch.device('cuda', i) for i in range(torch.cuda.device_count())]")
     result = lint_project({"pkg/backend.py": textwrap.dedent(several)})
     assert _severities(result) == [("GR403", "ERROR")]
 
@@ -46,8 +46,11 @@ def test_capture_on_an_explicit_stream_is_quiet(lint_project):
 
 
 def test_one_named_device_is_not_several(lint_project):
-    """SGLang's kernel benchmark names the current device; a test pins `cuda:0`: both drive one GPU."""
-    for device in ('torch.device("cuda:0")', 'torch.device(f"cuda:{torch.cuda.current_device()}")'):
+    """SGLang's kernel benchmark names the current device, a test pins `cuda:0`, a worker process takes the
+    GPU of its rank: each drives one GPU."""
+    for device in ('torch.device("cuda:0")', 'torch.device(f"cuda:{torch.cuda.current_device()}")',
+                   'torch.cuda.set_device(rank) or torch.device(f"cuda:{rank}")',
+                   'torch.device("cuda") if torch.cuda.device_count() >= 2 else None'):
         named = ONE_DEVICE.replace("self.graph_pool = pool", f"self.graph_pool = pool\n            self.device = {device}")
         assert _severities(lint_project({"pkg/backend.py": textwrap.dedent(named)})) == [("GR403", "INFO")]
     several = ONE_DEVICE.replace("self.graph_pool = pool", 'self.graph_pool = pool\n            self.devices = ["cuda:0", "cuda:1"]')

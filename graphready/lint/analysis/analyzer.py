@@ -44,17 +44,22 @@ class FileJob:
     host_params: dict[str, list[str]] = field(default_factory=dict)  # function key -> params its hot callers fill with host data
 
 
-MULTI_DEVICE = re.compile(r"set_device\(|torch\.cuda\.device\(|device_count\(\)|for \w+ in [\w.]*devices\b")
+MULTI_DEVICE = re.compile(r"torch\.cuda\.device\(|(?:range\(|%\s*)(?:torch\.cuda\.)?device_count\(\)"
+                          r"|for \w+ in [\w.]*devices\b")
+SET_DEVICE = re.compile(r"set_device\(")
 DEVICE_LITERAL = re.compile(r"[\"']cuda:(\d+)")
-DEVICE_FSTRING = re.compile(r"f[\"']cuda:\{(?!(?:torch\.cuda\.)?current_device\(\)\})")
+# `f"cuda:{i}"` computes a device; `{torch.cuda.current_device()}` and `{rank}` / `{self.local_rank}` name the
+# one device of this process
+DEVICE_FSTRING = re.compile(r"f[\"']cuda:\{(?!(?:torch\.cuda\.)?current_device\(\)\}|[\w.]*rank\})")
 
 
 def handles_several_devices(source: str) -> bool:
-    """The file drives more than one GPU in a process: `set_device`, `torch.cuda.device(...)`, a device
-    count or loop, a computed `f"cuda:{i}"`, or two different `cuda:N` literals. One `"cuda:0"` or
-    `f"cuda:{torch.cuda.current_device()}"` names the one device it runs on."""
+    """The file drives more than one GPU in a process: `torch.cuda.device(...)`, a range over or a modulo by
+    the device count, a device loop, a computed `f"cuda:{i}"`, two different `cuda:N` literals, or
+    `set_device` called in two places. One `set_device(rank)` at a worker's start, one `"cuda:0"` or
+    `f"cuda:{rank}"` is the process's one GPU, and `if device_count() < 2: skip` counts nothing."""
     return bool(MULTI_DEVICE.search(source) or DEVICE_FSTRING.search(source)
-                or len(set(DEVICE_LITERAL.findall(source))) > 1)
+                or len(set(DEVICE_LITERAL.findall(source))) > 1 or len(SET_DEVICE.findall(source)) > 1)
 
 
 def _module_facts(job: FileJob, names: ImportMap) -> FileFacts:
