@@ -246,11 +246,14 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
                 self._k_scale_float = self._k_scale.item()
                 self.calculate_kv_scales = False
         """, ("self.calculate_kv_scales = False", "self.calculate_kv_scales = k.numel() > 0"), {"GR101"}),
-    # vLLM marlin_utils: a module-global quantiser built on the first call (its constructor compiles)
+    # vLLM marlin_utils: a module-global quantiser built on the first call (its constructor compiles; vLLM's
+    # uses torch.compile, a JIT that must not run per step stands in here)
     "module global built once": ("""
+        from cutlass import cute
+
         class QuantFP8:
             def __init__(self, group: int):
-                self.fn = torch.compile(self.forward_native)
+                self.fn = cute.compile(self.forward_native, group)
 
             def forward_native(self, x: torch.Tensor):
                 return x
@@ -276,7 +279,7 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
             cached = _compiled_kernel_cache.get(cache_key)
             if cached is not None:
                 return cached
-            compiled = torch.compile(fn)
+            compiled = torch.utils.cpp_extension.load_inline(f"gemm_{n}_{k}", fn)
             _compiled_kernel_cache[cache_key] = compiled
             return compiled
 

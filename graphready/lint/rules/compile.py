@@ -38,6 +38,12 @@ class HotJit(Rule):
             return
         name = ctx.qualname(node.func) or ""
         what = "`cute.compile`" if name.endswith("cute.compile") else JIT_CALLS.get(name)
+        if name == "torch.compile" and not _fresh_backend(node, ctx):
+            ctx.report(node, "`torch.compile` in the step makes a new wrapper each call, but Dynamo reuses the code it "
+                             "compiled on the first call (same function, same backend), so only that first call "
+                             "compiles, and inside a capture that fails; make it in warm-up before capturing, or "
+                             "compile once at load time", severity="info")
+            return
         if what:
             ctx.report(node, f"{what} in the step compiles on every call (the log measured ~100 ms each, ~500 "
                              "per token); compile once at load time and cache the result")
@@ -47,6 +53,16 @@ class HotJit(Rule):
         if held and (attr or held) in ctx.facts.lazy_compiled:
             ctx.report(node, f"`{held}` is `torch.compile`d lazily: its first call compiles, and inside a "
                              "capture that fails; call it once in warm-up before capturing", severity="info")
+
+
+def _fresh_backend(call: cst.Call, ctx: RuleContext) -> bool:
+    """`backend=aot_autograd(...)` or a lambda: a new backend object on every call, which Dynamo's backend
+    guard does not match, so every call recompiles (pytorch/pytorch#168373). A backend string, or a call
+    that returns one (`get_compiler_backend()`), matches."""
+    backend = next((arg.value for arg in call.args if arg.keyword and arg.keyword.value == "backend"), None)
+    if isinstance(backend, cst.Lambda):
+        return True
+    return isinstance(backend, cst.Call) and (ctx.qualname(backend.func) or "").endswith("aot_autograd")
 
 
 class HotLock(Rule):
