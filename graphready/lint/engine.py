@@ -21,7 +21,7 @@ from graphready.lint.files import discover, module_name, relative
 from graphready.lint.scope.hotpath import HotSet, Project, _matches as matches_root, find_hot
 from graphready.lint.scope.index import ModuleIndex, index_module
 from graphready.sourcefile import SourceText, read_source
-from graphready.lint.scope.regions import Guards
+from graphready.lint.scope.guards import Guards
 from graphready.lint.analysis.candidate import PARSE_ERROR, UNUSED_SUPPRESSION
 from graphready.lint.suppressions import parse_suppressions
 

@@ -198,3 +198,18 @@ def test_a_capability_this_gpu_lacks_leaves_the_class_unbuilt(lint_project):
     files["pkg/select.py"] = files["pkg/select.py"].replace("current_platform.is_xpu()",
                                                             "current_platform.has_device_capability(100)")
     assert _table(lint_project(files, NEVER_BUILT_CONFIG)) == []
+
+
+def test_a_class_built_in_a_lambda_is_built(lint_project):
+    """`make_layers(n, lambda prefix: Layer(...))`, the engines' layer factory idiom, builds the class."""
+    files = dict(NEVER_BUILT)
+    files["pkg/select.py"] += '''
+
+def make_layers(n, factory):
+    return [factory(i) for i in range(n)]
+
+
+def build_reduces(n: int):
+    return make_layers(n, lambda i: BatchedPrepareFinalize())
+'''
+    assert _table(lint_project(files, NEVER_BUILT_CONFIG)) == [("pkg/reduce.py", 6, "GR201")]

@@ -18,9 +18,9 @@ from graphready.lint.scope.attrtypes import (
 )
 from graphready.lint.scope.astwalk import walk_body
 from graphready.lint.analysis.deep import python_limits
+from graphready.lint.scope.guards import Guards, with_predicates
 from graphready.lint.scope.regions import (
-    Guards, OneTimeFlags, Regions, capture_bodies, falsy_when_captured, function_regions, never_run, returns_none,
-    with_predicates, within,
+    OneTimeFlags, Regions, capture_bodies, falsy_when_captured, function_regions, never_run, returns_none, within,
 )
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.inference.torchnames import HOST_NAME, TENSOR, annotation_kind
@@ -280,9 +280,12 @@ class _ModuleIndexer:
         return self.index
 
     def _record_class_uses(self, key: str, body_nodes: list[ast.AST]) -> None:
-        """In one function: each `Foo(...)` call with its function, any other use of `Foo` as ("", line)."""
+        """In one function: each `Foo(...)` call with its function, any other use of `Foo` as ("", line). Calls
+        in a lambda (`make_layers(n, lambda prefix: Layer(...))`) count where the lambda is written."""
         uses = self.index.class_uses
         calls, inert = set(), set()
+        lambdas = [node.body for node in body_nodes if isinstance(node, ast.Lambda)]
+        body_nodes = [*body_nodes, *(n for body in lambdas for n in ast.walk(body))]
         for node in body_nodes:
             if isinstance(node, ast.Call):
                 name = _class_name(node.func)

@@ -13,7 +13,7 @@ from graphready.config import Config
 from graphready.lint.files import discover, module_name, relative
 from graphready.lint.scope.hotpath import Project
 from graphready.lint.scope.index import FunctionInfo, index_module
-from graphready.lint.scope.regions import Guards
+from graphready.lint.scope.guards import Guards
 
 
 def index_project(config: Config) -> Project:
