@@ -9,7 +9,7 @@ import pytest
 
 GUARDS = {
     "hot-paths": ["*:*.forward"],
-    "eager-if": ["is_extend", "EXTEND", "visual_token_mask", "SGLANG_*VERIFY*"],
+    "eager-if": ["is_extend", "EXTEND", "visual_token_mask", "SGLANG_*VERIFY*", "prefill_metadata"],
     "captured-if": ["get_is_capture_mode", "is_cuda", "DECODE", "seqlen_agnostic_capture_inputs"],
     "gpu-capability": 90,
 }
@@ -305,6 +305,16 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
             def forward(self, values: torch.Tensor):
                 return build_masks(values, [(0, 1)])
         """, ("keys: list):\n", "keys: list):\n            _mask_cache = {}\n"), {"GR101"}),
+    # vLLM V0 attention backends: the prefill metadata taken with a walrus in the test
+    "prefill metadata bound in the test": ("""
+        class BlocksparseImpl:
+            def forward(self, q: torch.Tensor, attn_metadata):
+                if prefill_meta := attn_metadata.prefill_metadata:
+                    q_lens = (prefill_meta.cu_seqlens[1:] - prefill_meta.cu_seqlens[:-1]).cpu()
+                    return q[: q_lens.sum()]
+                return q
+        """, ("prefill_meta := attn_metadata.prefill_metadata", "prefill_meta := attn_metadata.decode_metadata"),
+        {"GR101"}),
     # vLLM V0 mamba cache: the runner passes this kwargs key only to graph runs; without it, eager prep
     "kwargs key present only when capturing": ("""
         class MambaCache:

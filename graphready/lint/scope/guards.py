@@ -134,6 +134,8 @@ INEQUALITY = (ast.NotEq, ast.IsNot)
 
 def eager_when(test: ast.AST, truth: bool, guards: Guards, names: ImportMap) -> bool:
     """Does `test` evaluating to `truth` mean this code is eager (not inside a graph)?"""
+    if isinstance(test, ast.NamedExpr):  # `if prefill_meta := attn_metadata.prefill_metadata:`
+        test = test.value
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return eager_when(test.operand, not truth, guards, names)
     if isinstance(test, ast.BoolOp):  # `a and b` true needs both; `a or b` false needs both
