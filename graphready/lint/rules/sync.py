@@ -86,6 +86,9 @@ class DeviceBranch(Rule):
     code = "GR103"
     MESSAGE = "branching on a tensor value reads it on the host; use `torch.where` or masking"
 
+    def __init__(self) -> None:
+        self.inner_chains: set[int] = set()  # ids of `and`/`or` nodes already reported as part of a chain
+
     def _test(self, test: cst.BaseExpression, ctx: RuleContext) -> None:
         if not isinstance(test, cst.BooleanOperation) and ctx.env.is_tensor(test):
             ctx.report(test, self.MESSAGE)
@@ -103,9 +106,21 @@ class DeviceBranch(Rule):
         self._test(node.test, ctx)
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation, ctx: RuleContext) -> None:
-        for operand in (node.left, node.right):
-            if not isinstance(operand, cst.BooleanOperation) and ctx.env.is_tensor(operand):
-                ctx.report(operand, "`and`/`or` on a tensor reads its truth value on the host; use `&`/`|`")
+        """One finding per `and`/`or` chain (`a and b or c`, over several lines too), at its first tensor
+        operand: the condition is one fix, however many tensors it tests."""
+        if id(node) in self.inner_chains:
+            return
+        operands, stack = [], [node]
+        while stack:
+            part = stack.pop()
+            if isinstance(part, cst.BooleanOperation):
+                self.inner_chains.add(id(part))
+                stack += [part.right, part.left]
+            else:
+                operands.append(part)
+        first = next((operand for operand in operands if ctx.env.is_tensor(operand)), None)
+        if first is not None:
+            ctx.report(first, "`and`/`or` on a tensor reads its truth value on the host; use `&`/`|`")
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation, ctx: RuleContext) -> None:
         if isinstance(node.operator, cst.Not) and ctx.env.is_tensor(node.expression):
