@@ -43,7 +43,9 @@ def _scan(ctx: RuleContext, root: cst.FunctionDef):
 
     def enter(node: cst.CSTNode) -> bool:
         nonlocal escaped
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node is not root:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not root:
+            # a closure keeps what it names alive for as long as it lives, which may be past the call
+            escaped |= {n.value for n in nodes(node) if isinstance(n, cst.Name)}
             return False
         if isinstance(node, cst.With) and any(
             isinstance(i.item, cst.Call) and ctx.qualname(i.item.func) == GRAPH_CONTEXT for i in node.items
