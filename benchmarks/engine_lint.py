@@ -167,6 +167,10 @@ def precision(runs: dict[str, dict], labels: dict) -> None:
         hits = sum(label == "TRUE" for label in distinct.values())
         print(f"precision over distinct statements (a line shipped by several releases once): "
               f"{hits}/{len(distinct)} = {hits / len(distinct):.1%}")
+        by_rule = Counter((row["rule"], row["label"]) for row in rows_seen)
+        print("per rule (real/labelled): " + ", ".join(
+            f"{rule} {by_rule[(rule, 'TRUE')]}/{by_rule[(rule, 'TRUE')] + by_rule[(rule, 'FALSE')]}"
+            for rule in sorted({rule for rule, _ in by_rule})))
     true_labels = [k for k, row in labels.items() if row["label"] == "TRUE" and k[0] in runs]
     missing = [k for k in true_labels if k not in current]
     print(f"recall on labelled real hazards: {len(true_labels) - len(missing)}/{len(true_labels)} still reported")
