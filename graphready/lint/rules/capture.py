@@ -31,9 +31,9 @@ def _names_in(node: cst.CSTNode | None) -> set[str]:
 
 
 def _scan(ctx: RuleContext, root: cst.FunctionDef):
-    """Capture bodies of `root` and the tensors made outside them that nothing keeps after the call. None
-    when every graph captured is a local that does not escape either: it dies with the temporaries (a
-    test that captures, replays and checks in one function)."""
+    """Capture bodies of `root` and the tensors made outside them that nothing keeps after the call; none
+    when every graph captured is a local that does not escape either, since it dies with the temporaries
+    (a test that captures, replays and checks in one function)."""
     bodies: list[cst.BaseSuite] = []
     temps: set[str] = set()
     escaped: set[str] = set()
