@@ -213,3 +213,8 @@ def build_reduces(n: int):
     return make_layers(n, lambda i: BatchedPrepareFinalize())
 '''
     assert _table(lint_project(files, NEVER_BUILT_CONFIG)) == [("pkg/reduce.py", 6, "GR201")]
+
+
+def test_a_method_named_outright_is_a_root_even_if_never_built(lint_project):
+    config = dict(NEVER_BUILT_CONFIG, **{"hot-paths": ["*:*.apply", "pkg.reduce:NaiveBatchedReduce.apply"]})
+    assert _table(lint_project(NEVER_BUILT, config)) == [("pkg/reduce.py", 6, "GR201")]

@@ -255,6 +255,13 @@ def _matches(pattern: str, key: str) -> bool:
     return not sep or fnmatchcase(qualname, qual_glob)
 
 
+def _names_many(pattern: str) -> bool:
+    """A module-only pattern or a glob in the qualname part (`*:*.apply`), not one function named outright
+    (`pkg.mod:Impl.apply`)."""
+    _, sep, qualname = pattern.partition(":")
+    return not sep or any(c in qualname for c in "*?[")
+
+
 def _excluded(patterns: list[str], key: str) -> bool:
     """Matched by an exclude-roots entry (the function or a class it is in). As in .gitignore, the
     last entry that matches decides: a later `!entry` keeps what an earlier entry dropped, and a later
@@ -317,7 +324,8 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
             continue
         pattern = next((p for p in patterns if _matches(p, key)), None)
         if pattern and not project.autograd_method(key) and not cold(key):
-            if project.never_built(key):
+            if project.never_built(key) and all(_names_many(p) for p in patterns if _matches(p, key)):
+                # dropped unless a pattern names the function outright: that is the user's say-so
                 hot.never_built.add(key)
             else:
                 add(key, [key], f"hot-paths {pattern}")
