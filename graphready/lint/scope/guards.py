@@ -23,7 +23,7 @@ ENV_READS = {"get", "value", "is_set", "get_bool"}  # `envs.DEBUG_X.get()` reads
 PLATFORM_PREDICATES = {"is_hip", "is_rocm", "is_xpu", "is_cpu", "is_npu", "is_hpu", "is_mps", "is_tpu", "is_cuda"}
 
 
-def _is_glob(pattern: str) -> bool:
+def is_glob(pattern: str) -> bool:
     return any(c in pattern for c in "*?[")
 
 
@@ -43,7 +43,7 @@ class Guards:
     @classmethod
     def of(cls, eager_if, captured_if, capability: int | None = None) -> "Guards":
         eager, captured = frozenset(eager_if), frozenset(captured_if)
-        globs = (tuple(p for p in eager if _is_glob(p)), tuple(p for p in captured if _is_glob(p)))
+        globs = (tuple(p for p in eager if is_glob(p)), tuple(p for p in captured if is_glob(p)))
         return cls(eager, captured, globs, capability)
 
     def adding(self, eager_if=frozenset(), captured_if=frozenset()) -> "Guards":

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from graphready.lint.scope.index import CallSite, ClassInfo, FunctionInfo, ModuleIndex
+from graphready.lint.scope.guards import is_glob
 from graphready.lint.scope.regions import within
 
 MAX_ALIAS_DEPTH = 8
@@ -65,9 +66,10 @@ class Project:
         info = self.functions.get(key)
         if info is None or info.class_qualname is None:
             return False
-        return self._class_never_built(info.class_qualname.rsplit(".", 1)[-1])
+        return self._class_never_built(info.class_qualname)
 
-    def _class_never_built(self, name: str) -> bool:
+    def _class_never_built(self, class_qualname: str) -> bool:
+        name = class_qualname.rsplit(".", 1)[-1]  # uses are recorded by the name as written: `Foo`, `mod.Foo`
         if name not in self._never_built:
             self._never_built[name] = False  # a cycle (a class built only by itself) counts as built
             uses = self.class_uses.get(name, [])
@@ -80,7 +82,7 @@ class Project:
             return False
         if within(line, caller.never_runs):
             return True
-        return caller.class_qualname is not None and self._class_never_built(caller.class_qualname.rsplit(".", 1)[-1])
+        return caller.class_qualname is not None and self._class_never_built(caller.class_qualname)
 
     def _autograd_functions(self) -> set[str]:
         """Dotted names of the project's `torch.autograd.Function` subclasses (through project bases)."""
@@ -259,7 +261,7 @@ def _names_many(pattern: str) -> bool:
     """A module-only pattern or a glob in the qualname part (`*:*.apply`), not one function named outright
     (`pkg.mod:Impl.apply`)."""
     _, sep, qualname = pattern.partition(":")
-    return not sep or any(c in qualname for c in "*?[")
+    return not sep or is_glob(qualname)
 
 
 def _excluded(patterns: list[str], key: str) -> bool:
