@@ -20,7 +20,6 @@ class FileFacts(Facts):
         super().__init__(names)
         self.lock_names: set[str] = set()  # globals / self attrs holding a threading lock
         self.compiled_names: set[str] = set()  # globals / self attrs holding a cute.compile() result
-        self.graph_names: set[str] = set()  # globals / self attrs holding a CUDAGraph
         self.lazy_compiled: set[str] = set()  # self attrs holding a torch.compile() result
         self.multi_device = False  # the file handles several devices (set_device, cuda:N, device loops)
         self.containers: set[str] = set()  # globals / self attrs holding a list, dict, set or deque
@@ -42,7 +41,6 @@ class FileFacts(Facts):
         facts.autograd_functions, facts.frozen_globals = self.autograd_functions, self.frozen_globals
         facts.stepped_globals = self.stepped_globals
         facts.lock_names, facts.compiled_names = set(self.lock_names), set(self.compiled_names)
-        facts.graph_names = set(self.graph_names)
         facts.lazy_compiled = set(self.lazy_compiled)
         facts.containers = set(self.containers)
         facts.unwarmed, facts.warmed, facts.uncompiled = self.unwarmed, self.warmed, self.uncompiled
@@ -55,8 +53,6 @@ class FileFacts(Facts):
             self.lock_names.add(name)
         elif callee.endswith("cute.compile"):
             self.compiled_names.add(name)
-        elif callee == "torch.cuda.CUDAGraph":
-            self.graph_names.add(name)
         elif callee == "torch.compile":
             self.lazy_compiled.add(name)
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 
 import libcst as cst
 
 from graphready.lint.analysis.context import RuleContext
 from graphready.lint.rules.base import Rule
-from graphready.lint.inference.tensors import device_kind, dotted, keyword, positional, self_attr
+from graphready.lint.inference.tensors import device_kind, keyword, positional, self_attr
 
 
 class CrossDevice(Rule):
@@ -56,52 +55,26 @@ class SetDevice(Rule):
             ctx.report(node.item, self.MESSAGE)
 
 
-GRAPH_NAME = re.compile(r"^(?:g|.*(?:^|_)(?:cuda_?)?graphs?(?:_[a-z0-9])?)$", re.IGNORECASE)
-
-
-def _graph_like(node: cst.CSTNode, ctx: RuleContext, local_graphs: set[str]) -> bool:
-    base = node.value if isinstance(node, cst.Subscript) else node
-    name = dotted(base) or ""
-    last = name.rsplit(".", 1)[-1]
-    attr = self_attr(base)
-    return (
-        last in local_graphs
-        or (attr is not None and attr in ctx.facts.graph_names)
-        or (attr is None and last in ctx.facts.graph_names)
-        or bool(GRAPH_NAME.match(last))
-    )
-
-
 class ImplicitCaptureStream(Rule):
+    """Capture only: `replay()` sets the capture device and launches on that device's current stream
+    (PyTorch's `CUDAGraph::replay`: "graph_exec_ may be replayed in any stream"), so where it replays
+    is ordinary stream ordering, not a graph hazard."""
+
     code = "GR403"
     scope = "always"
 
-    def __init__(self) -> None:
-        self.local_graphs: set[str] = set()
-
-    def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
-        if isinstance(node.value, cst.Call) and ctx.qualname(node.value.func) == "torch.cuda.CUDAGraph":
-            for target in node.targets:
-                if isinstance(target.target, cst.Name):
-                    self.local_graphs.add(target.target.value)
-
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
-        if ctx.qualname(node.func) == "torch.cuda.graph":
-            if keyword(node, "stream") is None and len(positional(node)) < 3:
-                if ctx.facts.multi_device:
-                    ctx.report(node, "`torch.cuda.graph(g)` without `stream=` captures on a side stream of the current "
-                                     "device; on any GPU but the default this replays stale or all-zero data; pass "
-                                     "`stream=torch.cuda.Stream(device=...)` and replay on the same stream")
-                else:  # one device per process (vLLM's and SGLang's workers): PyTorch's documented usage
-                    ctx.report(node, "`torch.cuda.graph(g)` without `stream=` captures on one process-wide side stream, "
-                                     "made on the first capturing device: fine while this process drives one GPU; pass "
-                                     "`stream=` before it captures on several", severity="info")
-        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "replay" and not node.args:
-            if not ctx.facts.multi_device:
-                return  # one device: replaying on the current stream is PyTorch's documented usage
-            if _graph_like(node.func.value, ctx, self.local_graphs) and not ctx.in_with("torch.cuda.stream"):
-                ctx.report(node, "`replay()` outside `with torch.cuda.stream(s)` replays on the current stream, not "
-                                 "the per-device stream the graph was captured on")
+        if ctx.qualname(node.func) != "torch.cuda.graph" or keyword(node, "stream") is not None or len(positional(node)) >= 3:
+            return
+        if ctx.facts.multi_device:
+            ctx.report(node, "`torch.cuda.graph(g)` without `stream=` captures on one process-wide side stream, made on "
+                             "the device that was current at the first capture; capturing for another GPU records its "
+                             "work on the wrong device (an empty graph, or one that replays stale data); pass "
+                             "`stream=torch.cuda.Stream(device=...)` for each device")
+        else:  # one device per process (vLLM's and SGLang's workers): PyTorch's documented usage
+            ctx.report(node, "`torch.cuda.graph(g)` without `stream=` captures on one process-wide side stream, "
+                             "made on the first capturing device: fine while this process drives one GPU; pass "
+                             "`stream=` before it captures on several", severity="info")
 
 
 class DefaultStreamLaunch(Rule):
