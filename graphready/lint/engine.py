@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from graphready.lint.cuda import CUDA_SUFFIXES, scan_cuda
 from graphready.lint.analysis.deep import call_deep
 from graphready.lint.files import discover, module_name, relative
 from graphready.lint.scope.hotpath import HotSet, Project, _matches as matches_root, find_hot
-from graphready.lint.scope.index import ModuleIndex, index_module
+from graphready.lint.scope.index import FunctionInfo, ModuleIndex, index_module
 from graphready.sourcefile import SourceText, read_source
 from graphready.lint.scope.guards import Guards
 from graphready.lint.analysis.candidate import PARSE_ERROR, UNUSED_SUPPRESSION
@@ -104,6 +104,12 @@ def _one_per_line(hits: list[Candidate]) -> list[Candidate]:
     for hit in sorted(hits, key=lambda h: (h.line, h.column)):
         first.setdefault((hit.rule, hit.line), hit)
     return list(first.values())
+
+
+def _without_untaken_fallbacks(info: FunctionInfo, given: set[str] | None) -> FunctionInfo:
+    """`info` with its `if scale is None:` fallbacks made cold where every hot caller passes `scale`."""
+    ranges = [(start, end) for name, start, end in info.absent_regions if given and name in given]
+    return replace(info, excluded=info.excluded + ranges) if ranges else info
 
 
 def _class_fields(project: Project) -> dict[str, dict[str, str]]:
@@ -241,7 +247,7 @@ class LintRun:
         for source in sources:
             index = indexes[source.rel]
             targets = [
-                (info, info.key in hot)
+                (_without_untaken_fallbacks(info, hot.given_params.get(info.key)), info.key in hot)
                 for info in index.functions.values()
                 if info.key in hot or info.capture_bodies or info.mentions_graph
             ]
@@ -250,7 +256,9 @@ class LintRun:
             hot_keys = {info.key for info, is_hot in targets if is_hot}
             warm_up = (hot_keys & hot.unwarmed, hot_keys & hot.warmed, hot_keys & hot.uncompiled)
             host_params = {k: sorted(hot.host_params[k]) for k in sorted(hot_keys & hot.host_params.keys())}
-            key = repr((sorted((i.key, h) for i, h in targets), [sorted(w) for w in warm_up], host_params, project_salt))
+            given = {k: sorted(hot.given_params[k]) for k in sorted(hot_keys & hot.given_params.keys())}
+            key = repr((sorted((i.key, h) for i, h in targets), [sorted(w) for w in warm_up], host_params, given,
+                        project_salt))
             entry = self.cache.get(source.rel, source.digest)
             if entry is not None and key in entry.analysis:
                 results[source.rel] = entry.analysis[key]

@@ -329,6 +329,28 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
             def forward(self, ids: torch.Tensor, cache: MambaCache, **kwargs):
                 return cache.current_run_tensors(ids, **kwargs)
         """, ('"seqlen_agnostic_capture_inputs" not in kwargs', '"state_indices" in kwargs'), {"GR302"}),
+    # vLLM triton_decode_attention: a default for an optional scale, which every captured caller passes
+    "optional argument every hot caller passes": ("""
+        def decode_attention(q: torch.Tensor, k_buffer: torch.Tensor, k_scale=None):
+            if k_scale is None:
+                k_scale = torch.tensor(1.0, dtype=torch.float32, device=q.device)
+            return q * k_scale
+
+        class TritonMLAImpl:
+            def forward(self, q: torch.Tensor, kv: torch.Tensor, layer):
+                return decode_attention(q, kv, k_scale=layer._k_scale)
+        """, ("kv, k_scale=layer._k_scale)", "kv)"), {"GR302"}),
+    # the same fallback written as an early return, the argument passed by position
+    "optional argument passed by position": ("""
+        def segment_len(lens: torch.Tensor, max_len=None) -> int:
+            if max_len is not None:
+                return max_len
+            return int(lens.max().item())
+
+        class LoRA:
+            def forward(self, x: torch.Tensor, lens: torch.Tensor):
+                return x[:, : segment_len(lens, x.shape[1])]
+        """, ("segment_len(lens, x.shape[1])", "segment_len(lens, None)"), {"GR101"}),
 }
 
 

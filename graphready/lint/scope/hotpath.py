@@ -29,6 +29,7 @@ class HotSet:
     warmed: set[str] = field(default_factory=set)  # first reached from a capture after a warm-up call
     uncompiled: set[str] = field(default_factory=set)  # hot only through functions torch.compile never traces
     host_params: dict[str, set[str]] = field(default_factory=dict)  # parameters every hot call passes host data
+    given_params: dict[str, set[str]] = field(default_factory=dict)  # optional parameters every hot call passes
 
     def __contains__(self, key: str) -> bool:
         return key in self.chains
@@ -278,13 +279,21 @@ def _excluded(patterns: list[str], key: str) -> bool:
     return False
 
 
+def _positional_skip(target: FunctionInfo, site: CallSite) -> int | None:
+    """How many of the target's parameters come before the call's first positional argument (`self`),
+    or None for `Class.method(obj, ...)`, where it is not known where `self` goes."""
+    bound = target.params[:1] in (["self"], ["cls"])
+    if bound and site.kind == "name" and not target.qualname.endswith((".__init__", ".__call__")):
+        return None
+    return 1 if bound else 0
+
+
 def _host_params(target: FunctionInfo, site: CallSite) -> set[str]:
     """The target's parameters this call fills with host-named data (`f(meta.num_tokens_cpu)`)."""
+    skip = _positional_skip(target, site)
+    if skip is None:
+        return set()
     params = target.params
-    bound = params[:1] in (["self"], ["cls"])
-    if bound and site.kind == "name" and not target.qualname.endswith((".__init__", ".__call__")):
-        return set()  # `Class.method(obj, ...)`: where `self` goes is not known here
-    skip = 1 if bound else 0
     names = set()
     for arg in site.host_args:
         if arg.isdigit():
@@ -294,6 +303,22 @@ def _host_params(target: FunctionInfo, site: CallSite) -> set[str]:
         else:
             names.add(arg)
     return names
+
+
+def _given_params(target: FunctionInfo, site: CallSite) -> set[str]:
+    """The target's optional parameters (those its `absent_regions` test) that this call surely passes."""
+    optional = {name for name, _, _ in target.absent_regions}
+    skip = _positional_skip(target, site)
+    given = set(site.given_keywords)
+    if skip is not None:
+        given.update(target.params[skip:skip + site.given_positions])
+    return given & optional
+
+
+def _note_given(hot: HotSet, target: FunctionInfo, site: CallSite) -> None:
+    if target.absent_regions:
+        given = _given_params(target, site)
+        hot.given_params[target.key] = hot.given_params.get(target.key, given) & given
 
 
 def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = None,
@@ -339,6 +364,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
         for site, target in captured:
             if target:
                 add(target, [f"{key} [graph capture]", target], "graph capture bodies")
+                _note_given(hot, project.functions[target], site)
                 hot.callers.setdefault(target, set()).add(key)
                 if hot.chains[target][0] == f"{key} [graph capture]":
                     (warmed_roots if target in warmed else unwarmed_roots).add(target)
@@ -355,12 +381,15 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
                     continue
                 passed_host = _host_params(project.functions[target], site)
                 hot.host_params[target] = hot.host_params.get(target, passed_host) & passed_host
+                _note_given(hot, project.functions[target], site)
                 add(target, [*hot.chains[key], target])
                 queue.append((target, target_self))
                 if target != key:
                     hot.callers.setdefault(target, set()).add(key)
     hot.host_params = {key: params for key, params in hot.host_params.items()
                        if params and len(hot.chains[key]) > 1}  # a root is also called from outside the project
+    hot.given_params = {key: params for key, params in hot.given_params.items()
+                        if params and len(hot.chains[key]) > 1}
     from_capture = {key: chain[1] for key, chain in hot.chains.items()
                     if len(chain) > 1 and chain[0].endswith("[graph capture]")}
     hot.unwarmed = {key for key, root in from_capture.items() if root in unwarmed_roots}

@@ -20,7 +20,8 @@ from graphready.lint.scope.astwalk import walk_body
 from graphready.lint.analysis.deep import python_limits
 from graphready.lint.scope.guards import Guards, with_predicates
 from graphready.lint.scope.regions import (
-    OneTimeFlags, Regions, capture_bodies, falsy_when_captured, function_regions, never_run, returns_none, within,
+    OneTimeFlags, Regions, absent_argument_regions, capture_bodies, falsy_when_captured, function_regions, never_run,
+    returns_none, within,
 )
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.inference.torchnames import HOST_NAME, TENSOR, annotation_kind
@@ -48,6 +49,8 @@ class CallSite:
     method: str = ""
     capture: bool = False  # inside a torch.cuda.graph body, or passed to make_graphed_callables
     host_args: list[str] = field(default_factory=list)  # positions ("0") and keywords given host-named data
+    given_positions: int = 0  # leading positional arguments, up to the first `*args` or literal None
+    given_keywords: list[str] = field(default_factory=list)  # keywords given something other than None
 
 
 @dataclass
@@ -71,6 +74,7 @@ class FunctionInfo:
     empty_when_captured: list[str] = field(default_factory=list)  # locals only filled on eager lines
     capture_bodies: list[tuple[int, int]] = field(default_factory=list)
     never_runs: list[tuple[int, int]] = field(default_factory=list)  # branches this machine never takes (`is_xpu()`)
+    absent_regions: list[tuple[str, int, int]] = field(default_factory=list)  # run only if optional param is None
     mentions_graph: bool = False
     declares_global: bool = False
 
@@ -189,6 +193,7 @@ class _FunctionScanner:
         site = self._site_for(call.func, capture, line)
         if site:
             site.host_args = _host_args(call)
+            site.given_positions, site.given_keywords = _given_args(call)
             self.info.calls.append(site)
         if _call_name(call, self.names) == "torch.cuda.make_graphed_callables" and call.args:
             first = call.args[0]
@@ -244,6 +249,16 @@ def _host_args(call: ast.Call) -> list[str]:
         return bool(name and HOST_NAME.search(name))
     found = [str(position) for position, arg in enumerate(call.args) if host_named(arg)]
     return found + [kw.arg for kw in call.keywords if kw.arg and host_named(kw.value)]
+
+
+def _given_args(call: ast.Call) -> tuple[int, list[str]]:
+    """What a call passes for sure: its leading positional arguments (up to a `*args` or a literal None)
+    and its keywords given something other than a literal None (`**kwargs` passes nothing known)."""
+    def none(value: ast.AST) -> bool:
+        return isinstance(value, ast.Constant) and value.value is None
+    positions = next((i for i, arg in enumerate(call.args) if isinstance(arg, ast.Starred) or none(arg)),
+                     len(call.args))
+    return positions, [kw.arg for kw in call.keywords if kw.arg and not none(kw.value)]
 
 
 class _ModuleIndexer:
@@ -425,6 +440,7 @@ class _ModuleIndexer:
             empty_when_captured=sorted(dead_when_captured),
             capture_bodies=capture_bodies(body_nodes, self.names),
             never_runs=never_run(node.body, self._platform(guards), self.names) if regions.excluded else [],
+            absent_regions=absent_argument_regions(node),
             declares_global=bool(global_names),
             params=[a.arg for a in [*node.args.posonlyargs, *node.args.args]],
         )

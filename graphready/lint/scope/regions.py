@@ -11,7 +11,9 @@ a function after `if cached is not None: return cached`, that stores its result 
 attribute or a dict that outlives the call; a block behind a `self` flag that it clears, as in
 `if self.calculate_kv_scales: self.calc_kv_scales(k)`). Calls there do not make their callees hot and
 no rule fires there. Separately, `never_run` finds the branches this machine never takes at all
-(another platform's, a capability it lacks): what is built only there is never built.
+(another platform's, a capability it lacks): what is built only there is never built, and
+`absent_argument_regions` finds the fallbacks for an optional argument left out (`if k_scale is None:`),
+which the hot walk makes cold where every hot caller passes that argument.
 
 A predicate can be named through a variable: `capturing = get_is_capture_mode()` or a module-level
 `_VERIFY = envs.SGLANG_VERIFY.get()` makes `if not capturing:` / `if _VERIFY:` guards too.
@@ -322,6 +324,58 @@ def never_run(statements: list[ast.stmt], platform: Guards, names: ImportMap) ->
         for block in blocks:
             ranges += never_run(block, platform, names)
     return [r for r in ranges if r]
+
+
+def _none_test(test: ast.AST, optional: set[str]) -> tuple[str, bool] | None:
+    """`(p, True)` for `p is None`, `(p, False)` for `p is not None`, where p is an optional parameter."""
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+            and test.left.id in optional and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
+        return test.left.id, isinstance(test.ops[0], ast.Is)
+    return None
+
+
+def absent_argument_regions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, int, int]]:
+    """Blocks that run only when the caller left out an argument that defaults to None: the body of
+    `if scale is None:`, the `else` of `if scale is not None:`, and the rest of the block after
+    `if scale is not None: return ...`. Whether they are hot depends on the callers (hotpath's
+    `given_params`): where every hot caller passes the argument, they are a fallback the graph never takes."""
+    arguments = func.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults = [None] * (len(positional) - len(arguments.defaults)) + list(arguments.defaults)
+    pairs = [*zip(positional, defaults), *zip(arguments.kwonlyargs, arguments.kw_defaults)]
+    optional = {arg.arg for arg, default in pairs
+                if isinstance(default, ast.Constant) and default.value is None}
+    regions: list[tuple[str, int, int]] = []
+    if not optional:
+        return regions
+
+    def add(name: str, statements: list[ast.stmt]) -> None:
+        block = _block_range(statements)
+        if block:
+            regions.append((name, *block))
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for position, stmt in enumerate(statements):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(stmt, ast.If) and (tested := _none_test(stmt.test, optional)):
+                name, absent = tested
+                if absent:
+                    add(name, stmt.body)
+                else:
+                    add(name, stmt.orelse)
+                    if _exits(stmt.body) and not stmt.orelse:
+                        add(name, statements[position + 1:])
+            for field_name in ("body", "orelse", "finalbody"):
+                visit(getattr(stmt, field_name, []) or [])
+            for handler in getattr(stmt, "handlers", []) or []:
+                visit(handler.body)
+            for case in getattr(stmt, "cases", []) or []:
+                visit(case.body)
+
+    visit(func.body)
+    return regions
 
 
 def _short_circuited(body_nodes: list[ast.AST], guards: Guards, names: ImportMap) -> list[tuple[int, int, int, int]]:
