@@ -36,6 +36,9 @@ ATTRIBUTE = "self.cache = cache"
     (BUFFER, "self.cache = self.cache.to(idx.device)", [("GR306", "WARNING")]),
     (ATTRIBUTE, "self.cache: torch.Tensor = self.cache.to(idx.device)", [("GR306", "INFO")]),
     (BUFFER, "idx = idx.long()", []),  # the engines' fix: the buffer moves with the module, at load time
+    # LMDeploy's FP8 scales: moved only if the device differs, which loading (`model.to(device)`) already made true
+    (BUFFER, "if self.cache.device != idx.device:\n                    self.cache = self.cache.to(idx.device)", []),
+    (BUFFER, "if idx.device != self.cache.device:\n                    self.cache = self.cache.to(idx.device)", []),
 ])
 def test_lazy_conversion_severity(lint_project, init, step, expected):
     result = lint_project({"pkg/rope.py": _rope(init, step)}, HOT, select=["GR306"])
@@ -51,3 +54,17 @@ def test_buffer_conversion_where_torch_compile_never_traces_is_a_note(lint_proje
     result = lint_project({"pkg/rope.py": source}, table, select=["GR306"])
     assert [(f.rule, f.severity.name) for f in result.findings] == [("GR306", severity)]
 
+
+def test_device_checked_buffer_move_whose_first_call_is_a_capture_is_reported(lint_project):
+    """The module was never moved if the step's first call is the capture: the move runs inside it."""
+    step = "if self.cache.device != idx.device:\n                    self.cache = self.cache.to(idx.device)"
+    source = _rope(BUFFER, step) + textwrap.dedent("""
+
+        def capture(rope: Rope, idx: torch.Tensor) -> torch.cuda.CUDAGraph:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=torch.cuda.Stream()):
+                rope.forward(idx)
+            return graph
+        """)
+    result = lint_project({"pkg/rope.py": source}, {}, select=["GR306"])  # hot through the capture only
+    assert [(f.rule, f.severity.name) for f in result.findings] == [("GR306", "WARNING")]

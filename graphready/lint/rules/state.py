@@ -110,6 +110,19 @@ def _conversion_of(value: cst.BaseExpression, attr: str) -> bool:
     return self_attr(value) == attr
 
 
+def _device_mismatch(test: cst.BaseExpression) -> str | None:
+    """`self.x.device != y.device` (either side): the attribute `x` it tests, else None."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.NotEqual)):
+        return None
+    for side in (test.left, test.comparisons[0].comparator):
+        if isinstance(side, cst.Attribute) and side.attr.value == "device":
+            attr = self_attr(side.value)
+            if attr is not None:
+                return attr
+    return None
+
+
 class StateRebind(_FreshTensors):
     """State that evolves every step (`self.t = self.t + 1`, `self.cache = torch.cat([self.cache, kv])`),
     a graph's static input or a registered buffer replaced by a new tensor, and (a note unless a capture
@@ -118,6 +131,20 @@ class StateRebind(_FreshTensors):
     capture wrote."""
 
     code = "GR306"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.device_checked: set[int] = set()  # ids of `self.x = ...` under `if self.x.device != y.device:`
+
+    def visit_If(self, node: cst.If, ctx: RuleContext) -> None:
+        attr = _device_mismatch(node.test)
+        if attr is None:
+            return
+        for line in node.body.body:
+            for small in getattr(line, "body", ()):
+                if isinstance(small, (cst.Assign, cst.AnnAssign)):
+                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                    self.device_checked.update(id(t) for t in targets if self_attr(t) == attr)
 
     def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
         for target in node.targets:
@@ -140,13 +167,16 @@ class StateRebind(_FreshTensors):
 
     def _check_attr(self, target: cst.BaseExpression, attr: str, value: cst.BaseExpression, ctx: RuleContext) -> None:
         if _conversion_of(value, attr):
-            if attr in ctx.facts.buffers and ctx.function.key not in ctx.facts.uncompiled:
+            moved_with_module = id(target) in self.device_checked  # `model.to(device)` moved it: the test stays false
+            if attr in ctx.facts.buffers and ctx.function.key not in ctx.facts.uncompiled and not moved_with_module:
                 ctx.report(target, f"registered buffer `self.{attr}` is converted and re-bound in the step: under "
                                    "torch.compile the assignment is a graph output written back to the module's "
                                    "buffers, new storage every step, which a CUDA graph over the compiled code does "
                                    f"not follow; move or convert `self.{attr}` at load time")
                 return
             first_call_captured = ctx.function.key in ctx.facts.unwarmed
+            if moved_with_module and not first_call_captured:
+                return
             ctx.report(target, f"`self.{attr}` is converted and re-bound in the step: a no-op after the first call, "
                                "but if that call is a capture (or the target device/dtype changes) the graph copies "
                                f"from storage that is then freed; convert `self.{attr}` at load time",
