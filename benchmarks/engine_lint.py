@@ -1,11 +1,11 @@
 """How good is `graphready lint` on real inference engines? Counts, scope, time and precision.
 
-Downloads pinned SGLang and vLLM wheels once (`pip download --no-deps`, cached under
+Downloads pinned SGLang, vLLM and LMDeploy wheels once (`pip download --no-deps`, cached under
 ~/.cache/graphready-bench/), unpacks the Python code (all of it for the current releases; the model,
 layer and runner code for the older ones), lints each tree with its built-in profile
-(`profile = "sglang"` / `"vllm"`) and prints per-rule counts, how many functions were hot and why,
-and the time. The corpus is the current release of each engine plus the older
-releases that `engine_history.py` uses (the profiles must hold across versions, and those trees hold
+(`profile = "sglang"` / `"vllm"`; LMDeploy, which has none, with the roots a user names by hand) and
+prints per-rule counts, how many functions were hot and why, and the time. The corpus is the current
+release of each engine plus the older releases that `engine_history.py` uses (the profiles must hold across versions, and those trees hold
 real bugs). Precision comes from `benchmarks/engine_labels.tsv`: findings an inference engineer read
 and labelled TRUE (a real CUDA-graph hazard on a captured path) or FALSE, with a one-line reason; it is
 printed per tree, over all findings, and over distinct statements (a line that several releases ship
@@ -43,6 +43,7 @@ class Engine:
     name: str
     pin: str  # the exact release linted: labels refer to its line numbers
     prefixes: tuple[str, ...]
+    settings: str = ""  # the [tool.graphready] body of an engine with no shipped profile
 
     @property
     def requirement(self) -> str:
@@ -55,12 +56,21 @@ VLLM_V0_CODE = VLLM_CODE + ("vllm/worker/", "vllm/attention/")  # V0 runners and
 # The current releases are linted whole, as a user runs `graphready lint` in an engine checkout (kernels,
 # distributed, speculative decoding, diffusion runtime, tests and benchmarks included); the older ones only
 # their model, layer and runner code, the part engine_history.py's cases live in.
-LATEST = [Engine("sglang", "0.5.23", ("sglang/",)), Engine("vllm", "0.33.0", ("vllm/",))]
+# An engine graphready ships no profile for, set up as a new user would from the README: roots named by
+# hand (the model entry classes, the layer modules, the CUDA attention backends' implementations) and the
+# engine's decode flag as captured-if.
+LMDEPLOY_SETTINGS = """\
+hot-paths = ["lmdeploy.pytorch.models.*:*ForCausalLM.forward", "lmdeploy.pytorch.nn.*:*.forward",
+             "lmdeploy.pytorch.backends.cuda.*:*Impl.forward"]
+captured-if = ["is_decoding"]
+"""
+LATEST = [Engine("sglang", "0.5.23", ("sglang/",)), Engine("vllm", "0.33.0", ("vllm/",)),
+          Engine("lmdeploy", "0.18.0", ("lmdeploy/",), LMDEPLOY_SETTINGS)]
 OLDER = [Engine("sglang", "0.5.2", SGLANG_CODE), Engine("sglang", "0.4.6.post2", SGLANG_CODE),
          Engine("sglang", "0.4.4", SGLANG_CODE), Engine("vllm", "0.7.2", VLLM_V0_CODE),
          Engine("vllm", "0.6.6.post1", VLLM_V0_CODE)]
 RECIPES = {
-    "profile": lambda engine: f'profile = "{engine.name}"\n',
+    "profile": lambda engine: engine.settings or f'profile = "{engine.name}"\n',
     "forward": lambda engine: 'hot-paths = ["*:*.forward"]\n',
 }
 
@@ -207,7 +217,7 @@ def write_sample(runs: dict[str, dict], trees: dict[str, Path], per_engine: int,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engine", action="append", choices=["sglang", "vllm"], help="default: both")
+    parser.add_argument("--engine", action="append", choices=["sglang", "vllm", "lmdeploy"], help="default: all")
     parser.add_argument("--latest", action="store_true", help="only the current release of each engine")
     parser.add_argument("--recipe", choices=sorted(RECIPES), default="profile")
     parser.add_argument("--labels", type=Path, default=LABELS)
