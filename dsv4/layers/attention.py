@@ -15,6 +15,7 @@ import torch
 
 from dsv4.layers.compressor import Compressor
 from dsv4.layers.primitives import fp8_fake_quant, hadamard_fp4, norm_rope_tail, rms_norm, rope_tail
+from dsv4.layers.sink_attention import fused_sink_attention
 from dsv4.layers.weights import Dense, dense_tensor
 
 
@@ -204,32 +205,41 @@ class Attention:
                                               None if wi is None else wi[rows], at, count))
         return outs[0] if self.steps == 1 else torch.stack(outs, dim=1).flatten(0, 1)
 
-    def window_entries(self, pos) -> tuple[torch.Tensor, torch.Tensor]:
-        """The window's entries for a token at `pos`, oldest first (the official kernel's order), and which exist.
-
-        [B,W,hd], [1,W]. Before the window fills, slot i holds position i and the empty slots trail; after,
-        the oldest entry (position pos - W + 1) sits at slot (pos - W + 1) % ring. A fixed order makes the
-        P.V sum run in the same order at any position and for any token of a step.
+    def window_slots_at(self, pos) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cache slots of the window's entries for a token at `pos`, oldest first (the official kernel's
+        order), and which exist: [W], [1,W]. Before the window fills, slot i holds position i and the empty
+        slots trail; after, the oldest entry (position pos - W + 1) sits at slot (pos - W + 1) % ring. A fixed
+        order makes the P.V sum run in the same order at any position and for any token of a step.
         """
         if isinstance(pos, int):
             start = pos - self.window + 1 if pos >= self.window - 1 else 0
         else:
             start = torch.where(pos >= self.window - 1, pos - self.window + 1, 0)
-        order = torch.remainder(self.window_slots + start, self.ring)
-        return self.kv_cache.index_select(1, order), (self.window_slots <= pos).unsqueeze(0)
+        return torch.remainder(self.window_slots + start, self.ring), (self.window_slots <= pos).unsqueeze(0)
+
+    def key_slots(self, qi, wi, pos, count) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cache slots a token at `pos` attends to and which are valid, [B or 1, S] each: the window's
+        entries up to pos, then the compressed entries < count (CSA: the indexer's top-k of them)."""
+        order, valid_window = self.window_slots_at(pos)
+        if not self.ratio:
+            return order.unsqueeze(0), valid_window
+        if self.indexer is None:
+            slots = torch.cat([order, self.comp_slots + self.ring]).unsqueeze(0)
+            return slots, torch.cat([valid_window, (self.comp_slots < count).unsqueeze(0)], dim=1)
+        picked, picked_valid = self.indexer.select(qi, wi, count)
+        slots = torch.cat([order.expand(picked.shape[0], -1), picked + self.ring], dim=1)
+        return slots, torch.cat([valid_window.expand(picked.shape[0], -1), picked_valid], dim=1)
 
     def masked_attention(self, q, qi, wi, pos, count) -> torch.Tensor:
-        """Attention over the fixed-size cache: the window's entries up to pos, compressed entries < count (CSA:
-        the indexer's top-k of them). `pos` and `count` are host ints (eager) or [1] device tensors (graph)."""
-        window_keys, valid_window = self.window_entries(pos)
-        if not self.ratio:
-            return self.attend(q, window_keys, valid_window)
-        if self.indexer is None:
-            keys = torch.cat([window_keys, self.kv_cache[:, self.ring :]], dim=1)
-            valid = torch.cat([valid_window, (self.comp_slots < count).unsqueeze(0)], dim=1)
-            return self.attend(q, keys, valid)
-        picked, picked_valid = self.indexer.select(qi, wi, count)
-        chosen = self.kv_cache.gather(1, (picked + self.ring).unsqueeze(-1).expand(-1, -1, self.head_dim))
-        keys = torch.cat([window_keys, chosen], dim=1)
-        valid = torch.cat([valid_window.expand(picked.shape[0], -1), picked_valid], dim=1)
+        """Attention over the fixed-size cache at the slots `key_slots` picks. `pos` and `count` are host ints
+        (eager) or [1] device tensors (graph). On CUDA one kernel reads the keys from the cache; elsewhere the
+        keys are gathered and `attend` runs the same arithmetic in torch ops."""
+        slots, valid = self.key_slots(qi, wi, pos, count)
+        fused = fused_sink_attention(q, self.kv_cache, slots, valid, self.sink, self.head_dim**-0.5)
+        if fused is not None:
+            return fused
+        if slots.shape[0] == 1:
+            keys = self.kv_cache.index_select(1, slots[0])
+        else:
+            keys = self.kv_cache.gather(1, slots.unsqueeze(-1).expand(-1, -1, self.head_dim))
         return self.attend(q, keys, valid)

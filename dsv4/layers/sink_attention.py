@@ -1,0 +1,119 @@
+"""Sparse attention with sink over cache slots, as two Triton kernels on CUDA.
+
+In torch ops one token's attention is ~20 kernels per layer: gathering the keys (an index_select for the
+window, a gather for the indexer's picks, two concatenations), the fp32 casts, the score product, the mask,
+the max, the exponentials, the fp64 denominator, the sink term, the bf16 cast of the probabilities, the P.V
+product and the divide. Here one kernel writes the scores (tiles of heads x keys) and one the output (tiles of
+heads x head dims), so that enough SMs share the work at batch 1; both read the keys straight from the cache
+through the slot list. They keep `Attention.attend`'s arithmetic: fp32 scores from the bf16 operands, the max
+over the keys only, fp32 exponentials (libdevice `expf`, as torch) summed in fp64 and rounded once, the sink
+joining the denominator as exp(sink - max), the probabilities cast to bf16 before the P.V product, fp32
+accumulation, a correctly rounded divide. The max is taken over all keys before any exponential, so nothing is
+rescaled as in an online softmax. Only the two products add in another order (tensor-core tiles instead of
+cuBLAS's fp32 GEMM): a score that moves by an fp32 rounding can flip the bf16 rounding of its probability, so
+outputs agree with the torch form to within a few units in the last place of bf16, not bit for bit. Other
+devices use the torch form.
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+    from triton.language.extra import libdevice
+except ImportError:  # CPU-only installs: the torch form is used
+    triton = None
+
+BLOCK_H = 16  # heads per program: the smallest tensor-core tile
+BLOCK_S = 32  # keys per program of the score kernel, per step of the sums
+BLOCK_D = 64  # head dims per program of the sums kernel
+
+if triton is not None:
+
+    @triton.jit
+    def _sink_scores(q_ptr, cache, slots, valid, scores, heads, n_keys, cache_len, slots_stride, scale,
+                     HD: tl.constexpr, HD_PAD: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr):
+        """fp32 scores [B, H, S] of one tile of heads x keys; masked keys at -inf."""
+        b = tl.program_id(0)
+        h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+        keys = tl.program_id(2) * BLOCK_S + tl.arange(0, BLOCK_S)
+        dims = tl.arange(0, HD_PAD)
+        h_ok, present, d_ok = h < heads, keys < n_keys, dims < HD
+        q = tl.load(q_ptr + (b.to(tl.int64) * heads + h)[:, None] * HD + dims[None, :],
+                    mask=h_ok[:, None] & d_ok[None, :], other=0.0)
+        slot = tl.load(slots + b * slots_stride + keys, mask=present, other=0)
+        ok = tl.load(valid + b * slots_stride + keys, mask=present, other=0) != 0
+        k = tl.load(cache + (b.to(tl.int64) * cache_len + slot)[:, None] * HD + dims[None, :],
+                    mask=present[:, None] & d_ok[None, :], other=0.0)
+        s = tl.where(ok[None, :], tl.dot(q, tl.trans(k)) * scale, float("-inf"))
+        tl.store(scores + (b.to(tl.int64) * heads + h)[:, None] * n_keys + keys[None, :], s,
+                 mask=h_ok[:, None] & present[None, :])
+
+    @triton.jit
+    def _sink_sums(scores, cache, slots, sink, out, heads, n_keys, cache_len, slots_stride,
+                   HD: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+        """o for one tile of heads x head dims: the max over the keys, then the exponentials' fp64 sum and
+        their bf16 copies times the keys, over all keys in order."""
+        b = tl.program_id(0)
+        h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+        dims = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D)
+        h_ok, d_ok = h < heads, dims < HD
+        rows = scores + (b.to(tl.int64) * heads + h)[:, None] * n_keys
+        # element-wise accumulators, reduced after the loops (the max is exact in any order; the fp64 sum of
+        # fp32 terms is rounded once to fp32, as the torch form's `e.double().sum().float()`)
+        tops = tl.full([BLOCK_H, BLOCK_S], float("-inf"), tl.float32)
+        for start in range(0, n_keys, BLOCK_S):
+            keys = start + tl.arange(0, BLOCK_S)
+            s = tl.load(rows + keys[None, :], mask=h_ok[:, None] & (keys < n_keys)[None, :], other=float("-inf"))
+            tops = tl.maximum(tops, s)
+        top = tl.max(tops, axis=1)
+        sums = tl.zeros([BLOCK_H, BLOCK_S], tl.float64)
+        for start in range(0, n_keys, BLOCK_S):
+            keys = start + tl.arange(0, BLOCK_S)
+            s = tl.load(rows + keys[None, :], mask=h_ok[:, None] & (keys < n_keys)[None, :], other=float("-inf"))
+            sums += libdevice.exp(s - top[:, None]).to(tl.float64)
+        denom = tl.sum(sums, axis=1)
+        acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
+        for start in range(0, n_keys, BLOCK_S):
+            keys = start + tl.arange(0, BLOCK_S)
+            present = keys < n_keys
+            s = tl.load(rows + keys[None, :], mask=h_ok[:, None] & present[None, :], other=float("-inf"))
+            e = libdevice.exp(s - top[:, None])  # expf, as torch's CUDA exp (tl.exp is an approximation)
+            slot = tl.load(slots + b * slots_stride + keys, mask=present, other=0)
+            k = tl.load(cache + (b.to(tl.int64) * cache_len + slot)[:, None] * HD + dims[None, :],
+                        mask=present[:, None] & d_ok[None, :], other=0.0)
+            acc = tl.dot(e.to(tl.bfloat16), k, acc)
+        total = denom.to(tl.float32) + libdevice.exp(tl.load(sink + h, mask=h_ok, other=0.0) - top)
+        o = tl.math.div_rn(acc, total[:, None])
+        tl.store(out + (b.to(tl.int64) * heads + h)[:, None] * HD + dims[None, :], o.to(tl.bfloat16),
+                 mask=h_ok[:, None] & d_ok[None, :])
+
+
+def fused_sink_attention(q: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor, valid: torch.Tensor,
+                         sink: torch.Tensor, scale: float) -> torch.Tensor | None:
+    """o [B,H,hd] bf16 for queries q [B,H,hd] over the cache rows `slots` [B or 1, S] of `cache` [B,L,hd] where
+    `valid` [B or 1, S], or None where the torch form must run."""
+    if triton is None or not q.is_cuda:
+        return None
+    batch, heads, head_dim = q.shape
+    if (q.dtype != torch.bfloat16 or cache.dtype != torch.bfloat16 or not q.is_contiguous()
+            or not cache.is_contiguous() or cache.shape[0] != batch or cache.shape[2] != head_dim
+            or sink.dtype != torch.float32 or not sink.is_contiguous()):
+        return None
+    if slots.shape != valid.shape or slots.shape[0] not in (1, batch):
+        return None
+    slots, valid = slots.contiguous(), valid.contiguous().view(torch.uint8)  # views and no-ops on the decode path
+    stride = 0 if slots.shape[0] == 1 else slots.shape[1]
+    n_keys, hd_pad = slots.shape[1], triton.next_power_of_2(head_dim)
+    scores = q.new_empty((batch, heads, n_keys), dtype=torch.float32)  # graphready: ignore[GR301] graph pool
+    out = torch.empty_like(q)  # graphready: ignore[GR301] inside a capture the graph pool serves it
+    head_tiles = triton.cdiv(heads, BLOCK_H)
+    _sink_scores[(batch, head_tiles, triton.cdiv(n_keys, BLOCK_S))](
+        q, cache, slots, valid, scores, heads, n_keys, cache.shape[1], stride, scale,
+        HD=head_dim, HD_PAD=hd_pad, BLOCK_H=BLOCK_H, BLOCK_S=BLOCK_S, num_warps=4)
+    _sink_sums[(batch, head_tiles, triton.cdiv(head_dim, BLOCK_D))](
+        scores, cache, slots, sink, out, heads, n_keys, cache.shape[1], stride,
+        HD=head_dim, BLOCK_H=BLOCK_H, BLOCK_S=BLOCK_S, BLOCK_D=BLOCK_D, num_warps=4)
+    return out
