@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.compressor_pool import fused_state_pool
 from dsv4.layers.primitives import fp8_fake_quant, hadamard_fp4, linear, norm_rope_tail
 from dsv4.layers.weights import dense_tensor
 
@@ -93,13 +94,17 @@ class Compressor:
         kv, score = self._project(x)
         phase = torch.remainder(pos, self.ratio)
         window = torch.div(pos, self.ratio, rounding_mode="floor")
-        half = torch.remainder(window, 2)
-        slot = phase + half * self.ratio if self.overlap else phase
-        self.kv_state.index_copy_(1, slot, kv.unsqueeze(1))
-        self.score_state.index_copy_(1, slot, (score + self.ape.index_select(0, phase)).unsqueeze(1))
+        pooled = fused_state_pool(kv, score, self.ape, self.kv_state, self.score_state, pos, self.ratio,
+                                  self.overlap, self.width)
+        if pooled is None:
+            half = torch.remainder(window, 2)
+            slot = phase + half * self.ratio if self.overlap else phase
+            self.kv_state.index_copy_(1, slot, kv.unsqueeze(1))
+            self.score_state.index_copy_(1, slot, (score + self.ape.index_select(0, phase)).unsqueeze(1))
+            pooled = self._pool(half)
         boundary = (phase == self.ratio - 1).view(1, 1, 1)
         start = (pos + 1 - self.ratio).clamp(min=0)
-        entry = self._finish(self._pool(half), rope.index_select(0, start))
+        entry = self._finish(pooled, rope.index_select(0, start))
         target = window.clamp(max=self.entries.shape[1] - 1)
         old = self.entries.index_select(1, target)
         self.entries.index_copy_(1, target, torch.where(boundary, entry.unsqueeze(1), old))

@@ -243,3 +243,35 @@ def test_fused_sink_attention_matches_gathered_keys_and_the_torch_form():
         # bound every output by the units of its row's largest
         row_ulps = (error / (torch_form.abs().amax(-1, keepdim=True) * 2.0**-7)).max().item()
         assert within_one >= 0.999 and row_ulps <= 2, (batch, heads, head_dim, within_one, row_ulps)
+
+
+@needs_gpu
+def test_fused_compressor_state_write_and_pool_match_the_torch_form():
+    """The compressor's slot write and softmax pool as one kernel against the torch ops on CUDA, step by step over
+    several windows (HCA: 128 slots; CSA: two halves of 4, alternating): the states bit for bit, the pooled
+    entries to fp32 rounding (the sums add in another order)."""
+    from dsv4.layers.compressor import Compressor
+    from dsv4.layers.compressor_pool import fused_state_pool
+
+    gen = torch.Generator(device="cuda").manual_seed(8)
+    for ratio, width, batch in ((128, 512, 1), (4, 512, 1), (4, 128, 2)):
+        overlap = ratio == 4
+        channels, slots = (1 + overlap) * width, (2 if overlap else 1) * ratio
+        torch_form = Compressor.__new__(Compressor)
+        torch_form.ratio, torch_form.width, torch_form.overlap = ratio, width, overlap
+        torch_form.kv_state = torch.zeros(batch, slots, channels, device="cuda")
+        torch_form.score_state = torch.full((batch, slots, channels), float("-inf"), device="cuda")
+        kv_state, score_state = torch_form.kv_state.clone(), torch_form.score_state.clone()
+        ape = torch.randn(ratio, channels, device="cuda", generator=gen)
+        for position in range(0, 3 * ratio + 3, 1 if ratio == 4 else 7):
+            kv = torch.randn(batch, channels, device="cuda", generator=gen)
+            score = torch.randn(batch, channels, device="cuda", generator=gen) * 4
+            pos = torch.tensor([position], device="cuda")
+            pooled = fused_state_pool(kv, score, ape, kv_state, score_state, pos, ratio, overlap, width)
+            half = torch.remainder(torch.div(pos, ratio, rounding_mode="floor"), 2)
+            slot = torch.remainder(pos, ratio) + (half * ratio if overlap else 0)
+            torch_form.kv_state.index_copy_(1, slot, kv.unsqueeze(1))
+            torch_form.score_state.index_copy_(1, slot, (score + ape[position % ratio]).unsqueeze(1))
+            expected = torch_form._pool(half)
+            assert torch.equal(kv_state, torch_form.kv_state) and torch.equal(score_state, torch_form.score_state)
+            torch.testing.assert_close(pooled, expected, rtol=1e-5, atol=1e-6)
