@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from dsv4.layers.argmax import argmax_rows
 from dsv4.layers.block import Block, DeviceIO
 from dsv4.layers.mhc import HyperHead
 from dsv4.layers.primitives import make_fp4_tables, make_rope_table, vocab_logits
@@ -173,7 +174,7 @@ class DSV4Model:
     @hot_path
     def head_graph(self) -> None:
         self.logits_buf.copy_(self._logits(self.io[self.devices[-1]].streams))
-        self.next_token_buf.copy_(self.logits_buf.argmax(-1))
+        self.next_token_buf.copy_(argmax_rows(self.logits_buf))
 
     @hot_path
     def mtp_graph(self) -> None:

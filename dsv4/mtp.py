@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.argmax import argmax_rows
 from dsv4.layers.block import Block, DeviceIO
 from dsv4.layers.mhc import HyperHead
 from dsv4.layers.primitives import rms_norm, vocab_logits
@@ -73,7 +74,7 @@ class MTPLayer:
         self.block.attention()
         self.block.post_attention()
         self.logits_buf.copy_(self.logits(io.streams))
-        self.draft_buf.copy_(self.logits_buf.argmax(-1))
+        self.draft_buf.copy_(argmax_rows(self.logits_buf))
 
 
 class Speculation:

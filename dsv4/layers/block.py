@@ -65,7 +65,7 @@ class Block:
         """Weight bytes one decode step reads for this layer."""
         small = [self.attn_norm, self.ffn_norm, self.hc_attn.fn, self.hc_ffn.fn, self.attn.sink]
         comps = [c for c in (self.attn.compressor, self.attn.indexer and self.attn.indexer.compressor) if c]
-        small += [t for c in comps for t in (c.wkv, c.wgate)]
+        small += [c.projection for c in comps]
         return self.attn.bytes_read + self.moe.bytes_read + sum(t.numel() * t.element_size() for t in small)
 
     def _ffn(self, streams: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:

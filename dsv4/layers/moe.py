@@ -32,6 +32,28 @@ def swiglu_bf16(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: torc
     return act_quant(h) if quantize else h
 
 
+class SharedExpert:
+    """The expert every token runs. Resident, its gate and up projections are one stacked GEMV (the input
+    quantised once): at batch 1 two 3072-row GEMVs ran at two thirds of HBM bandwidth."""
+
+    def __init__(self, weights: dict, prefix: str, device, resident: bool):
+        gate_up = [weights[f"{prefix}.{w}"] for w in ("w1", "w3")]
+        self.gate_up = Dense.stacked(gate_up, device, resident, quantize_input=True)
+        self.split = [] if self.gate_up else [Dense(w, device, resident, quantize_input=True) for w in gate_up]
+        self.down = Dense(weights[f"{prefix}.w2"], device, resident, quantize_input=True)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(d.bytes_read for d in (*self.split, self.down, *([self.gate_up] if self.gate_up else [])))
+
+    def __call__(self, x: torch.Tensor, limit: float) -> torch.Tensor:
+        if self.gate_up is not None:
+            gate, up = (t.contiguous() for t in self.gate_up(x).chunk(2, dim=-1))
+        else:
+            gate, up = (d(x) for d in self.split)
+        return self.down(swiglu_bf16(gate, up, limit))
+
+
 class MoE:
     def __init__(self, weights: dict, prefix: str, layer: int, ctx):
         cfg = ctx.config
@@ -57,16 +79,13 @@ class MoE:
         self.gate_out = torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev)
         self.up_out = torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev)
         self.down_out = torch.zeros(rows, hidden, dtype=torch.bfloat16, device=dev)
-        self.shared = [
-            tuple(Dense(weights[f"{prefix}.shared_experts.{w}"], dev, ctx.resident, quantize_input=True)
-                  for w in ("w1", "w2", "w3"))
-        ] if cfg.n_shared_experts else []
+        self.shared = [SharedExpert(weights, f"{prefix}.shared_experts", dev, ctx.resident)] if cfg.n_shared_experts else []
 
     @property
     def bytes_read(self) -> int:
         """Bytes per token: the top-k experts' stored bytes, the gate, and the shared expert."""
         experts = sum(int(w.nbytes) // w.shape[0] for w in (self.w1, self.w2, self.w3)) * self.top_k
-        shared = sum(d.bytes_read for ws in self.shared for d in ws)
+        shared = sum(expert.bytes_read for expert in self.shared)
         return experts + shared + self.gate.numel() * 4
 
     def route(self, x: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,6 +108,6 @@ class MoE:
         h = swiglu_bf16(gate, up, self.limit, w.flatten(), self.quantize_down_input)
         down = expert_matvec(self.w2, flat, h, self.down_out)
         y = down.float().unflatten(0, (x.shape[0], self.top_k)).sum(1)
-        for w1, w2, w3 in self.shared:
-            y = y + w2(swiglu_bf16(w1(x), w3(x), self.limit)).float()
+        for expert in self.shared:
+            y = y + expert(x, self.limit).float()
         return y.to(torch.bfloat16)

@@ -42,6 +42,17 @@ class Dense:
             self.weight = None
             self.stored = w.to(device)
 
+    @classmethod
+    def stacked(cls, entries: list, device, resident: bool, quantize_input: bool = False) -> "Dense | None":
+        """One resident layer for several that read the same input (their rows stacked in order), so a single
+        GEMV reads them all; None when they are not all kept resident in bf16."""
+        parts = [cls(w, device, resident, quantize_input) for w in entries]
+        if not all(p.resident for p in parts) or len({p.quantize_input for p in parts}) != 1:
+            return None
+        layer = parts[0]
+        layer.weight = torch.cat([p.weight for p in parts])
+        return layer
+
     @property
     def bytes_read(self) -> int:
         """Weight bytes one call reads from memory (the stored format)."""

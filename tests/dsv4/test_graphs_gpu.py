@@ -275,3 +275,16 @@ def test_fused_compressor_state_write_and_pool_match_the_torch_form():
             expected = torch_form._pool(half)
             assert torch.equal(kv_state, torch_form.kv_state) and torch.equal(score_state, torch_form.score_state)
             torch.testing.assert_close(pooled, expected, rtol=1e-5, atol=1e-6)
+
+
+@needs_gpu
+def test_argmax_kernel_matches_torch_and_takes_the_first_of_tied_maxima():
+    from dsv4.layers.argmax import argmax_rows
+
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    for rows, n in ((1, 129280), (2, 129280), (3, 512), (1, 4097)):
+        logits = torch.randn(rows, n, device="cuda", generator=gen)
+        assert torch.equal(argmax_rows(logits), logits.argmax(-1)), (rows, n)
+        tied = logits.clone()
+        tied[:, [n // 3, n // 2, n - 1]] = 100.0  # the same max in three blocks: the first wins
+        assert argmax_rows(tied).tolist() == [n // 3] * rows
