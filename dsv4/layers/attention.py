@@ -16,7 +16,7 @@ import torch
 from dsv4.layers.compressor import Compressor
 from dsv4.layers.primitives import fp8_fake_quant, hadamard_fp4, norm_rope_tail, rms_norm, rope_tail
 from dsv4.layers.sink_attention import fused_sink_attention
-from dsv4.layers.weights import Dense, dense_tensor
+from dsv4.layers.weights import Dense, StackedDense, dense_tensor
 
 
 def top_entries(scores: torch.Tensor, k: int):
@@ -85,10 +85,10 @@ class Attention:
         self.ring = self.window + self.steps - 1
         self.groups = cfg.o_groups
         dev, res = ctx.device, ctx.resident
-        self.wq_a = Dense(weights[f"{prefix}.wq_a"], dev, res, quantize_input=True)
+        self.wq_a_wkv = StackedDense([weights[f"{prefix}.wq_a"], weights[f"{prefix}.wkv"]], dev, res,
+                                     quantize_input=True)
         self.q_norm = dense_tensor(weights[f"{prefix}.q_norm.weight"], dev, torch.float32)
         self.wq_b = Dense(weights[f"{prefix}.wq_b"], dev, res, quantize_input=True)
-        self.wkv = Dense(weights[f"{prefix}.wkv"], dev, res, quantize_input=True)
         self.kv_norm = dense_tensor(weights[f"{prefix}.kv_norm.weight"], dev, torch.float32)
         self.wo_a = Dense(weights[f"{prefix}.wo_a"], dev, res)
         self.wo_b = Dense(weights[f"{prefix}.wo_b"], dev, res, quantize_input=True)
@@ -98,6 +98,7 @@ class Attention:
         self.kv_cache = torch.zeros(ctx.batch, self.ring + n_comp, self.head_dim, dtype=torch.bfloat16, device=dev)
         self.window_slots = torch.arange(self.window, device=dev)
         self.comp_slots = torch.arange(n_comp, device=dev)
+        self.comp_cache_slots = self.comp_slots + self.ring  # where compressed entry j sits in the cache
         self.compressor = None
         if self.ratio:
             self.compressor = Compressor(weights, f"{prefix}.compressor", self.ratio, self.head_dim,
@@ -112,7 +113,7 @@ class Attention:
 
     @property
     def bytes_read(self) -> int:
-        dense = [self.wq_a, self.wq_b, self.wkv, self.wo_a, self.wo_b]
+        dense = [self.wq_a_wkv, self.wq_b, self.wo_a, self.wo_b]
         if self.indexer is not None:
             dense += [self.indexer.wq_b, self.indexer.weights_proj]
         return sum(d.bytes_read for d in dense)
@@ -121,10 +122,11 @@ class Attention:
     def project(self, x: torch.Tensor, cos_sin: torch.Tensor):
         """x (normed, bf16 [rows,D]) -> q [rows,H,hd], the tokens' cache entries kv [rows,hd], qr [rows,q_lora]."""
         eps = self.ctx.config.rms_norm_eps
-        qr = rms_norm(self.wq_a(x), self.q_norm, eps)
+        q_low, kv = self.wq_a_wkv(x)
+        qr = rms_norm(q_low, self.q_norm, eps)
         q = self.wq_b(qr).unflatten(-1, (self.heads, self.head_dim))
         q = norm_rope_tail(q, None, eps, self.rope_dim, cos_sin)
-        kv = norm_rope_tail(self.wkv(x), self.kv_norm, eps, self.rope_dim, cos_sin)
+        kv = norm_rope_tail(kv, self.kv_norm, eps, self.rope_dim, cos_sin)
         nope = self.head_dim - self.rope_dim
         kv = torch.cat([fp8_fake_quant(kv[:, :nope]), kv[:, nope:]], dim=-1)
         return q, kv, qr
@@ -174,9 +176,10 @@ class Attention:
         """Projections and all cache/state writes for this step's tokens; returns what attention needs."""
         q, kv, qr = self.project(x, cos_sin)
         for t in range(self.steps):
-            self.kv_cache.index_copy_(1, torch.remainder(pos + t, self.ring), kv[t :: self.steps].unsqueeze(1))
+            at = pos + t if t else pos  # `pos + 0` would be one more kernel per layer and step
+            self.kv_cache.index_copy_(1, torch.remainder(at, self.ring), kv[t :: self.steps].unsqueeze(1))
             for compressor in self._compressors():
-                compressor.update_graph(x[t :: self.steps], pos + t, self.rope)
+                compressor.update_graph(x[t :: self.steps], at, self.rope)
         if self.indexer is None:
             return q, None, None
         qi, wi = self.indexer.query(qr, x, cos_sin)
@@ -193,7 +196,7 @@ class Attention:
         """Each token of the step attends at its own position (pos + t); rows back in (sequence, token) order."""
         outs = []
         for t in range(self.steps):
-            at = pos + t
+            at = pos + t if t else pos
             if not self.ratio:
                 count = 0
             elif isinstance(at, int):
@@ -224,7 +227,7 @@ class Attention:
         if not self.ratio:
             return order.unsqueeze(0), valid_window
         if self.indexer is None:
-            slots = torch.cat([order, self.comp_slots + self.ring]).unsqueeze(0)
+            slots = torch.cat([order, self.comp_cache_slots]).unsqueeze(0)
             return slots, torch.cat([valid_window, (self.comp_slots < count).unsqueeze(0)], dim=1)
         picked, picked_valid = self.indexer.select(qi, wi, count)
         slots = torch.cat([order.expand(picked.shape[0], -1), picked + self.ring], dim=1)

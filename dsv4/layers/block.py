@@ -71,11 +71,13 @@ class Block:
     def _ffn(self, streams: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
         x, post, comb = self.hc_ffn.pre(streams)
         y = self.moe(rms_norm(x, self.ffn_norm, self.eps), token_ids)
+        self.hc_ffn.join()
         return HyperConnection.post(y, streams, post, comb)
 
     def forward_eager(self, streams: torch.Tensor, token_ids: torch.Tensor, position: int) -> torch.Tensor:
         x, post, comb = self.hc_attn.pre(streams)
         y = self.attn.forward_eager(rms_norm(x, self.attn_norm, self.eps), position)
+        self.hc_attn.join()
         return self._ffn(HyperConnection.post(y, streams, post, comb), token_ids)
 
     @hot_path
@@ -86,6 +88,7 @@ class Block:
         q, qi, wi = self.attn.prepare_graph(rms_norm(x, self.attn_norm, self.eps), io.pos, cos_sin)
         self.q_buf.copy_(q)
         self.post_buf.copy_(post)
+        self.hc_attn.join()
         self.comb_buf.copy_(comb)
         if qi is not None:
             self.qi_buf.copy_(qi)

@@ -105,7 +105,7 @@ class Compressor:
             self.score_state.index_copy_(1, slot, (score + self.ape.index_select(0, phase)).unsqueeze(1))
             pooled = self._pool(half)
         boundary = (phase == self.ratio - 1).view(1, 1, 1)
-        start = (pos + 1 - self.ratio).clamp(min=0)
+        start = (pos + (1 - self.ratio)).clamp(min=0)
         entry = self._finish(pooled, rope.index_select(0, start))
         target = window.clamp(max=self.entries.shape[1] - 1)
         old = self.entries.index_select(1, target)

@@ -79,7 +79,7 @@ def fused_state_pool(kv: torch.Tensor, score: torch.Tensor, ape: torch.Tensor, k
             or pos.numel() != 1 or pos.dtype != torch.int64 or not pos.is_cuda):
         return None
     batch = kv.shape[0]
-    pooled = kv.new_empty((batch, width))  # graphready: ignore[GR301] inside a capture the graph pool serves it
+    pooled = kv.new_empty((batch, width))
     window = 2 * ratio if overlap else ratio  # slots pooled per channel
     rows = triton.next_power_of_2(window)
     block = max(16, min(128, 4096 // rows))

@@ -20,6 +20,9 @@ class HyperConnection:
         self.iters = config.hc_sinkhorn_iters
         self.hc_eps = config.hc_eps
         self.norm_eps = config.rms_norm_eps
+        # the combine matrix's Sinkhorn runs here, beside the block (see mhc_kernels)
+        self.side = torch.cuda.Stream(device) if torch.device(device).type == "cuda" else None
+        self.in_flight = None  # the side work's inputs, kept alive until `join`
 
     def _mix(self, streams: torch.Tensor) -> torch.Tensor:
         flat = streams.flatten(1).float()
@@ -28,9 +31,11 @@ class HyperConnection:
 
     def pre(self, streams: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """streams [B,hc,D] bf16 -> (block input [B,D] bf16, post weights [B,hc], combine matrix [B,hc,hc])."""
-        fused = fused_pre(streams, self.fn, self.scale, self.base, self.iters, self.hc_eps, self.norm_eps)
-        if fused is not None:  # three kernels on CUDA
-            return fused
+        fused = fused_pre(streams, self.fn, self.scale, self.base, self.iters, self.hc_eps, self.norm_eps,
+                          side=self.side)
+        if fused is not None:  # four kernels on CUDA, comb's on the side stream: `join` before reading it
+            x, post, comb, self.in_flight = fused
+            return x, post, comb
         hc = self.hc
         m = self._mix(streams)
         pre = torch.sigmoid(m[:, :hc] * self.scale[0] + self.base[:hc]) + self.hc_eps
@@ -39,6 +44,12 @@ class HyperConnection:
         comb = sinkhorn(torch.softmax(logits, -1) + self.hc_eps, self.iters, self.hc_eps)
         x = (pre.unsqueeze(-1) * streams.float()).sum(1)
         return x.to(streams.dtype), post, comb
+
+    def join(self) -> None:
+        """Make the current stream wait for the combine matrix `pre` started on the side stream."""
+        if self.in_flight is not None:
+            torch.cuda.current_stream(self.side.device).wait_stream(self.side)
+            self.in_flight = None
 
     @staticmethod
     def post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""mHC's pre and post mixing as three Triton kernels on CUDA (about 30 in torch ops).
+"""mHC's pre and post mixing as four Triton kernels on CUDA (about 30 in torch ops).
 
 `pre` reads the four residual streams twice: once for the mixing GEMV (24 outputs over hc*D inputs, fp32
 weights, plus the sum of squares of the same inputs for the RMS factor), once for the weighted sum that
@@ -7,8 +7,11 @@ rest (norm factor, sigmoids, softmax, Sinkhorn, weighted sum) is two dozen tiny 
 
 * `_mix_partials`: split-K GEMV, each program one slice of the inputs, writing its partial dot products
   and sum of squares (no atomics: the result does not depend on scheduling, so replay equals eager);
-* `_pre_tail`: every program sums the partials in a fixed order, applies the RMS factor, the gates and
-  Sinkhorn (the same tile code as `sinkhorn.py`), and writes its slice of the block input;
+* `_pre_tail`: every program sums the partials in a fixed order, applies the RMS factor and the gates, and
+  writes its slice of the block input;
+* `_comb`: the combine matrix (softmax, then Sinkhorn with the tile code of `sinkhorn.py`). Its 20 dependent
+  iterations take ~16 us on one SM whatever the launch shape, so it runs on a side stream while the block's
+  GEMVs run, and only `post` waits for it;
 * `_post`: ``X'_k = post_k * y + sum_j comb[j,k] X_j`` in fp32, the streams mixed first (official order).
 
 The arithmetic is the torch form's in fp32; sums run in another order, so results agree to fp32 rounding
@@ -52,15 +55,19 @@ if triton is not None:
         return tl.sum(tl.load(dots + rows[:, None] + offsets[None, :], mask=split_ok[:, None], other=0.0), axis=0)
 
     @triton.jit
-    def _pre_tail(streams, dots, squares, scale, base, x_out, post_out, comb_out, n_splits, d, iters,
-                  hc_eps, norm_eps, HC: tl.constexpr, HEAD: tl.constexpr, NPAD: tl.constexpr,
-                  BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    def _rms_factor(squares, b, splits, split_ok, n_splits, d, norm_eps, HC: tl.constexpr):
+        sq = tl.sum(tl.load(squares + b * n_splits + splits, mask=split_ok, other=0.0), axis=0)
+        return tl.math.rsqrt(sq / (HC * d) + norm_eps)
+
+    @triton.jit
+    def _pre_tail(streams, dots, squares, scale, base, x_out, post_out, n_splits, d, hc_eps, norm_eps,
+                  HC: tl.constexpr, HEAD: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr,
+                  BLOCK_D: tl.constexpr):
         b = tl.program_id(0)
         splits = tl.arange(0, BLOCK_S)
         split_ok = splits < n_splits
         rows = (b * n_splits + splits) * NPAD
-        sq = tl.sum(tl.load(squares + b * n_splits + splits, mask=split_ok, other=0.0), axis=0)
-        r = tl.math.rsqrt(sq / (HC * d) + norm_eps)
+        r = _rms_factor(squares, b, splits, split_ok, n_splits, d, norm_eps, HC)
         lanes = tl.arange(0, HC)
         pre = tl.sigmoid(_mixed(dots, rows, split_ok, lanes) * r * tl.load(scale)
                          + tl.load(base + lanes)) + hc_eps
@@ -69,18 +76,29 @@ if triton is not None:
                 post = 2 * tl.sigmoid(_mixed(dots, rows, split_ok, HC + lanes) * r * tl.load(scale + 1)
                                       + tl.load(base + HC + lanes))
                 tl.store(post_out + b * HC + lanes, post)
-                tile = lanes[:, None] * HC + lanes[None, :]
-                parts = tl.load(dots + rows[:, None, None] + 2 * HC + tile[None, :, :], mask=split_ok[:, None, None],
-                                other=0.0)
-                logits = tl.sum(parts, axis=0) * r * tl.load(scale + 2) + tl.load(base + 2 * HC + tile)
-                e = tl.exp(logits - tl.max(logits, axis=1)[:, None])
-                soft = e / tl.sum(e, axis=1)[:, None] + hc_eps
-                tl.store(comb_out + b * HC * HC + tile, sinkhorn_tile(soft, iters, hc_eps, HC))
         cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
         ok = cols < d
         s = tl.load(streams + b * HC * d + lanes[:, None] * d + cols[None, :], mask=ok[None, :], other=0.0)
         x = tl.sum(pre[:, None] * s.to(tl.float32), axis=0)
         tl.store(x_out + b * d + cols, x.to(x_out.dtype.element_ty), mask=ok)
+
+    @triton.jit
+    def _comb(dots, squares, scale, base, comb_out, n_splits, d, iters, hc_eps, norm_eps,
+              HC: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr):
+        """The combine matrix: softmax of the mixed logits, then Sinkhorn (latency-bound: one program)."""
+        b = tl.program_id(0)
+        splits = tl.arange(0, BLOCK_S)
+        split_ok = splits < n_splits
+        rows = (b * n_splits + splits) * NPAD
+        r = _rms_factor(squares, b, splits, split_ok, n_splits, d, norm_eps, HC)
+        lanes = tl.arange(0, HC)
+        tile = lanes[:, None] * HC + lanes[None, :]
+        parts = tl.load(dots + rows[:, None, None] + 2 * HC + tile[None, :, :], mask=split_ok[:, None, None],
+                        other=0.0)
+        logits = tl.sum(parts, axis=0) * r * tl.load(scale + 2) + tl.load(base + 2 * HC + tile)
+        e = tl.exp(logits - tl.max(logits, axis=1)[:, None])
+        soft = e / tl.sum(e, axis=1)[:, None] + hc_eps
+        tl.store(comb_out + b * HC * HC + tile, sinkhorn_tile(soft, iters, hc_eps, HC))
 
     @triton.jit
     def _post(y, streams, post, comb, out, d, HC: tl.constexpr, BLOCK_D: tl.constexpr):
@@ -108,29 +126,37 @@ def _usable(streams: torch.Tensor, *tensors: torch.Tensor) -> bool:
 
 
 def fused_pre(streams: torch.Tensor, fn: torch.Tensor, scale: torch.Tensor, base: torch.Tensor, iters: int,
-              hc_eps: float, norm_eps: float, head: bool = False):
-    """(block input [B,D], post [B,hc], comb [B,hc,hc]) of mHC pre (or, with `head`, hc_head's collapsed
-    streams [B,D] alone), or None where the torch form must run."""
+              hc_eps: float, norm_eps: float, head: bool = False, side: torch.cuda.Stream | None = None):
+    """mHC pre on CUDA, or None where the torch form must run. With `head` (hc_head): the collapsed streams
+    [B,D]. Otherwise (block input [B,D], post [B,hc], comb [B,hc,hc], comb's inputs): with a `side` stream the
+    combine matrix is computed there, overlapping the block, and the caller must keep comb's inputs alive and
+    make its stream wait for `side` before it reads comb."""
     if not _usable(streams, fn, scale, base) or fn.dtype != torch.float32:
         return None
     batch, hc, d = streams.shape
     n_mix, k_total = fn.shape
     splits = triton.cdiv(k_total, CHUNK)
     npad = triton.next_power_of_2(n_mix)
+    block_s = triton.next_power_of_2(splits)
     # inside a capture the graph pool serves these buffers, at the same address each replay
     dots = torch.empty(batch, splits, npad, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
     squares = torch.empty(batch, splits, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
     _mix_partials[(batch, splits)](streams, fn, dots, squares, k_total, n_mix, splits,
                                    NPAD=npad, CHUNK=CHUNK, BLOCK_K=BLOCK_K)
     x = torch.empty(batch, d, dtype=streams.dtype, device=streams.device)  # graphready: ignore[GR301]
-    post = comb = x
+    post = x
     if not head:
         post = torch.empty(batch, hc, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
         comb = torch.empty(batch, hc, hc, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
-    _pre_tail[(batch, triton.cdiv(d, BLOCK_D))](streams, dots, squares, scale, base, x, post, comb, splits, d,
-                                                iters, hc_eps, norm_eps, HC=hc, HEAD=head, NPAD=npad,
-                                                BLOCK_S=triton.next_power_of_2(splits), BLOCK_D=BLOCK_D)
-    return x if head else (x, post, comb)
+        if side is not None:
+            side.wait_stream(torch.cuda.current_stream(streams.device))
+        with torch.cuda.stream(side):  # None: the current stream
+            _comb[(batch,)](dots, squares, scale, base, comb, splits, d, iters, hc_eps, norm_eps,
+                            HC=hc, NPAD=npad, BLOCK_S=block_s, num_warps=1)
+    _pre_tail[(batch, triton.cdiv(d, BLOCK_D))](streams, dots, squares, scale, base, x, post, splits, d,
+                                                hc_eps, norm_eps, HC=hc, HEAD=head, NPAD=npad,
+                                                BLOCK_S=block_s, BLOCK_D=BLOCK_D)
+    return x if head else (x, post, comb, (dots, squares))
 
 
 def fused_post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor):

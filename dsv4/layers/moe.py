@@ -12,7 +12,7 @@ import torch
 from dsv4.layers.expert_matvec import expert_matvec
 from dsv4.layers.primitives import ACT_BLOCK, AMAX_FLOOR, FP8_MAX, act_quant
 from dsv4.layers.swiglu import fused_swiglu
-from dsv4.layers.weights import Dense, dense_tensor, stores_quantized
+from dsv4.layers.weights import Dense, StackedDense, dense_tensor, stores_quantized
 
 
 def clamped_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float) -> torch.Tensor:
@@ -33,25 +33,20 @@ def swiglu_bf16(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: torc
 
 
 class SharedExpert:
-    """The expert every token runs. Resident, its gate and up projections are one stacked GEMV (the input
-    quantised once): at batch 1 two 3072-row GEMVs ran at two thirds of HBM bandwidth."""
+    """The expert every token runs; its gate and up projections are one stacked GEMV where resident (two
+    3072-row GEMVs ran at two thirds of HBM bandwidth at batch 1)."""
 
     def __init__(self, weights: dict, prefix: str, device, resident: bool):
-        gate_up = [weights[f"{prefix}.{w}"] for w in ("w1", "w3")]
-        self.gate_up = Dense.stacked(gate_up, device, resident, quantize_input=True)
-        self.split = [] if self.gate_up else [Dense(w, device, resident, quantize_input=True) for w in gate_up]
+        self.gate_up = StackedDense([weights[f"{prefix}.{w}"] for w in ("w1", "w3")], device, resident,
+                                    quantize_input=True)
         self.down = Dense(weights[f"{prefix}.w2"], device, resident, quantize_input=True)
 
     @property
     def bytes_read(self) -> int:
-        return sum(d.bytes_read for d in (*self.split, self.down, *([self.gate_up] if self.gate_up else [])))
+        return self.gate_up.bytes_read + self.down.bytes_read
 
     def __call__(self, x: torch.Tensor, limit: float) -> torch.Tensor:
-        if self.gate_up is not None:
-            gate, up = (t.contiguous() for t in self.gate_up(x).chunk(2, dim=-1))
-        else:
-            gate, up = (d(x) for d in self.split)
-        return self.down(swiglu_bf16(gate, up, limit))
+        return self.down(swiglu_bf16(*self.gate_up(x), limit))
 
 
 class MoE:
