@@ -55,19 +55,20 @@ if triton is not None:
         return tl.sum(tl.load(dots + rows[:, None] + offsets[None, :], mask=split_ok[:, None], other=0.0), axis=0)
 
     @triton.jit
-    def _rms_factor(squares, b, splits, split_ok, n_splits, d, norm_eps, HC: tl.constexpr):
+    def _split_rows(squares, b, n_splits, d, norm_eps, HC: tl.constexpr, NPAD: tl.constexpr,
+                    BLOCK_S: tl.constexpr):
+        """The partials' row offsets of token b, which splits exist, and the RMS factor of its streams."""
+        splits = tl.arange(0, BLOCK_S)
+        split_ok = splits < n_splits
         sq = tl.sum(tl.load(squares + b * n_splits + splits, mask=split_ok, other=0.0), axis=0)
-        return tl.math.rsqrt(sq / (HC * d) + norm_eps)
+        return (b * n_splits + splits) * NPAD, split_ok, tl.math.rsqrt(sq / (HC * d) + norm_eps)
 
     @triton.jit
     def _pre_tail(streams, dots, squares, scale, base, x_out, post_out, n_splits, d, hc_eps, norm_eps,
                   HC: tl.constexpr, HEAD: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr,
                   BLOCK_D: tl.constexpr):
         b = tl.program_id(0)
-        splits = tl.arange(0, BLOCK_S)
-        split_ok = splits < n_splits
-        rows = (b * n_splits + splits) * NPAD
-        r = _rms_factor(squares, b, splits, split_ok, n_splits, d, norm_eps, HC)
+        rows, split_ok, r = _split_rows(squares, b, n_splits, d, norm_eps, HC, NPAD, BLOCK_S)
         lanes = tl.arange(0, HC)
         pre = tl.sigmoid(_mixed(dots, rows, split_ok, lanes) * r * tl.load(scale)
                          + tl.load(base + lanes)) + hc_eps
@@ -87,10 +88,7 @@ if triton is not None:
               HC: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr):
         """The combine matrix: softmax of the mixed logits, then Sinkhorn (latency-bound: one program)."""
         b = tl.program_id(0)
-        splits = tl.arange(0, BLOCK_S)
-        split_ok = splits < n_splits
-        rows = (b * n_splits + splits) * NPAD
-        r = _rms_factor(squares, b, splits, split_ok, n_splits, d, norm_eps, HC)
+        rows, split_ok, r = _split_rows(squares, b, n_splits, d, norm_eps, HC, NPAD, BLOCK_S)
         lanes = tl.arange(0, HC)
         tile = lanes[:, None] * HC + lanes[None, :]
         parts = tl.load(dots + rows[:, None, None] + 2 * HC + tile[None, :, :], mask=split_ok[:, None, None],

@@ -237,6 +237,14 @@ def _builds_tensors(statements: list[ast.stmt], names: ImportMap) -> bool:
     return False
 
 
+def nested_blocks(stmt: ast.stmt) -> tuple[list[list[ast.stmt]], list[list[ast.stmt]]]:
+    """The statement lists nested in `stmt`: its bodies (body, else, finally, match cases), then its
+    `except` handlers' bodies apart."""
+    blocks = [getattr(stmt, name, None) or [] for name in ("body", "orelse", "finalbody")]
+    blocks += [case.body for case in getattr(stmt, "cases", None) or []]
+    return blocks, [handler.body for handler in getattr(stmt, "handlers", None) or []]
+
+
 def _exits(statements: list[ast.stmt]) -> bool:
     return bool(statements) and isinstance(statements[-1], EXITS)
 
@@ -293,12 +301,11 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
                     if _builds_tensors(rest, names):
                         regions.memo.append((stmt.test.lineno, state))
                     return
-            for field_name in ("body", "orelse", "finalbody"):
-                visit(getattr(stmt, field_name, []) or [])
-            for handler in getattr(stmt, "handlers", []) or []:
-                cold(handler.body)
-            for case in getattr(stmt, "cases", []) or []:
-                visit(case.body)
+            blocks, handlers = nested_blocks(stmt)
+            for block in blocks:
+                visit(block)
+            for block in handlers:
+                cold(block)
 
     visit(func.body)
     regions.cold_spans = _short_circuited(body_nodes, guards, names)
@@ -312,8 +319,8 @@ def never_run(statements: list[ast.stmt], platform: Guards, names: ImportMap) ->
     for stmt in statements:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        blocks = [getattr(stmt, name, []) or [] for name in ("body", "orelse", "finalbody")]
-        blocks += [handler.body for handler in getattr(stmt, "handlers", []) or []]
+        bodies, handlers = nested_blocks(stmt)
+        blocks = bodies + handlers
         if isinstance(stmt, ast.If):
             if eager_when(stmt.test, True, platform, names):
                 ranges.append(_block_range(stmt.body))
@@ -367,12 +374,9 @@ def absent_argument_regions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> lis
                     add(name, stmt.orelse)
                     if _exits(stmt.body) and not stmt.orelse:
                         add(name, statements[position + 1:])
-            for field_name in ("body", "orelse", "finalbody"):
-                visit(getattr(stmt, field_name, []) or [])
-            for handler in getattr(stmt, "handlers", []) or []:
-                visit(handler.body)
-            for case in getattr(stmt, "cases", []) or []:
-                visit(case.body)
+            blocks, handlers = nested_blocks(stmt)
+            for block in blocks + handlers:
+                visit(block)
 
     visit(func.body)
     return regions
