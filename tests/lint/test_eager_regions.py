@@ -329,6 +329,15 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
             def forward(self, ids: torch.Tensor, cache: MambaCache, **kwargs):
                 return cache.current_run_tensors(ids, **kwargs)
         """, ('"seqlen_agnostic_capture_inputs" not in kwargs', '"state_indices" in kwargs'), {"GR302"}),
+    # LMDeploy's DeepSeek-V2 micro-batch split: a metadata field only prefill fills, tested in an if-expression
+    "eager-only field in a conditional expression": ("""
+        class Model:
+            def forward(self, x: torch.Tensor, attn_metadata):
+                lens = attn_metadata.kv_seqlens
+                attn_metadata.size = sum(lens.tolist()) if attn_metadata.prefill_metadata is not None else None
+                return x
+        """, ("if attn_metadata.prefill_metadata is not None", "if attn_metadata.decode_metadata is not None"),
+        {"GR101"}),
     # vLLM triton_decode_attention: a default for an optional scale, which every captured caller passes
     "optional argument every hot caller passes": ("""
         def decode_attention(q: torch.Tensor, k_buffer: torch.Tensor, k_scale=None):

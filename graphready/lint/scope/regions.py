@@ -255,7 +255,8 @@ class Regions:
 
     excluded: list[tuple[int, int]] = field(default_factory=list)  # lines that never run in a graph
     memo: list[tuple[int, str]] = field(default_factory=list)  # (line of the one-time test, state it guards)
-    # operands evaluated only eagerly: `B` in `if meta is not None and B:` when `meta` is eager-if
+    # operands evaluated only eagerly: `B` in `if meta is not None and B:` or `B if meta is not None else C`
+    # when `meta` is eager-if
     cold_spans: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
@@ -382,18 +383,26 @@ def absent_argument_regions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> lis
     return regions
 
 
+def _span(node: ast.AST) -> tuple[int, int, int, int]:
+    return node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0
+
+
 def _short_circuited(body_nodes: list[ast.AST], guards: Guards, names: ImportMap) -> list[tuple[int, int, int, int]]:
-    """Spans of the operands after `A and` where A true means eager (after `A or`: A false)."""
+    """Spans of the operands after `A and` where A true means eager (after `A or`: A false), and the branch
+    of `B if A else C` that an eager-only A picks (`sum(x.tolist()) if meta.prefill_size is not None else 0`)."""
     spans = []
     for node in body_nodes:
         if isinstance(node, ast.BoolOp):
             truth = isinstance(node.op, ast.And)
             for position, value in enumerate(node.values[:-1]):
                 if eager_when(value, truth, guards, names):
-                    for later in node.values[position + 1:]:
-                        spans.append((later.lineno, later.col_offset, later.end_lineno or later.lineno,
-                                      later.end_col_offset or 0))
+                    spans += [_span(later) for later in node.values[position + 1:]]
                     break
+        elif isinstance(node, ast.IfExp):
+            if eager_when(node.test, True, guards, names):
+                spans.append(_span(node.body))
+            elif eager_when(node.test, False, guards, names):
+                spans.append(_span(node.orelse))
     return spans
 
 
