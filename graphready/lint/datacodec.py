@@ -19,9 +19,27 @@ class ShapeError(ValueError):
     """Data that does not have the shape its type hints promise."""
 
 
+_REQUIRED = object()
+
+
+@functools.cache
+def _defaults(cls: type) -> tuple[tuple[str, Any], ...]:
+    """Each field of a dataclass and its default value (`_REQUIRED` if it has none)."""
+    return tuple((f.name, f.default if f.default is not dataclasses.MISSING
+                  else f.default_factory() if f.default_factory is not dataclasses.MISSING else _REQUIRED)
+                 for f in dataclasses.fields(cls))
+
+
 def encode(value: Any) -> Any:
+    """Fields left at their default are left out (decoding fills them in): most of an index's call sites
+    and functions are defaults, and every field written is a field checked on a warm run."""
     if dataclasses.is_dataclass(value):
-        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        encoded = {}
+        for name, default in _defaults(type(value)):
+            field = getattr(value, name)
+            if default is _REQUIRED or type(field) is not type(default) or field != default:
+                encoded[name] = encode(field)
+        return encoded
     if isinstance(value, (list, tuple)):
         return [encode(v) for v in value]
     if isinstance(value, (set, frozenset)):
@@ -111,22 +129,25 @@ def _mapping(key, value, hint):
 
 
 def _dataclass(cls: type):
-    fields: list[tuple[str, Any, bool]] = []  # filled on first use: the class may refer to itself
+    decoders: dict[str, Any] = {}  # filled on first use: the class may refer to itself
+    required: set[str] = set()
 
     def check(data):
         if type(data) is not dict:
             raise ShapeError(f"{cls.__name__} must be an object")
-        if not fields:
+        if not decoders:
             hints = typing.get_type_hints(cls)
-            fields.extend((f.name, _decoder(hints[f.name]), f.default is dataclasses.MISSING
-                           and f.default_factory is dataclasses.MISSING) for f in dataclasses.fields(cls))
+            for f in dataclasses.fields(cls):
+                decoders[f.name] = _decoder(hints[f.name])
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    required.add(f.name)
         values = {}
-        for name, field_decoder, required in fields:
-            if name in data:
-                values[name] = field_decoder(data[name])
-            elif required:
-                raise ShapeError(f"{cls.__name__}.{name} is missing")
-        if len(values) != len(data):
-            raise ShapeError(f"{cls.__name__} has unknown fields {sorted(set(data) - set(values))}")
+        for name, raw in data.items():  # only the fields written: the rest keep their defaults
+            field_decoder = decoders.get(name)
+            if field_decoder is None:
+                raise ShapeError(f"{cls.__name__} has unknown field {name!r:.40}")
+            values[name] = field_decoder(raw)
+        if not required.issubset(values):
+            raise ShapeError(f"{cls.__name__}.{sorted(required - set(values))[0]} is missing")
         return cls(**values)
     return check
