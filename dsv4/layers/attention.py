@@ -98,7 +98,7 @@ class Attention:
         self.kv_cache = torch.zeros(ctx.batch, self.ring + n_comp, self.head_dim, dtype=torch.bfloat16, device=dev)
         self.window_slots = torch.arange(self.window, device=dev)
         self.comp_slots = torch.arange(n_comp, device=dev)
-        self.comp_cache_slots = self.comp_slots + self.ring  # where compressed entry j sits in the cache
+        self.comp_entry_slots = self.comp_slots + self.ring  # where compressed entry j sits in the cache
         self.compressor = None
         if self.ratio:
             self.compressor = Compressor(weights, f"{prefix}.compressor", self.ratio, self.head_dim,
@@ -227,7 +227,7 @@ class Attention:
         if not self.ratio:
             return order.unsqueeze(0), valid_window
         if self.indexer is None:
-            slots = torch.cat([order, self.comp_cache_slots]).unsqueeze(0)
+            slots = torch.cat([order, self.comp_entry_slots]).unsqueeze(0)
             return slots, torch.cat([valid_window, (self.comp_slots < count).unsqueeze(0)], dim=1)
         picked, picked_valid = self.indexer.select(qi, wi, count)
         slots = torch.cat([order.expand(picked.shape[0], -1), picked + self.ring], dim=1)
