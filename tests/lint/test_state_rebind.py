@@ -39,6 +39,9 @@ ATTRIBUTE = "self.cache = cache"
     # LMDeploy's FP8 scales: moved only if the device differs, which loading (`model.to(device)`) already made true
     (BUFFER, "if self.cache.device != idx.device:\n                    self.cache = self.cache.to(idx.device)", []),
     (BUFFER, "if idx.device != self.cache.device:\n                    self.cache = self.cache.to(idx.device)", []),
+    # a plain attribute does not move with the module: its first call moves it, as without the test
+    (ATTRIBUTE, "if self.cache.device != idx.device:\n                    self.cache = self.cache.to(idx.device)",
+     [("GR306", "INFO")]),
 ])
 def test_lazy_conversion_severity(lint_project, init, step, expected):
     result = lint_project({"pkg/rope.py": _rope(init, step)}, HOT, select=["GR306"])

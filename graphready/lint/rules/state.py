@@ -167,7 +167,8 @@ class StateRebind(_FreshTensors):
 
     def _check_attr(self, target: cst.BaseExpression, attr: str, value: cst.BaseExpression, ctx: RuleContext) -> None:
         if _conversion_of(value, attr):
-            moved_with_module = id(target) in self.device_checked  # `model.to(device)` moved it: the test stays false
+            # a registered buffer under a device test: `model.to(device)` moved it at load, so the test stays false
+            moved_with_module = attr in ctx.facts.buffers and id(target) in self.device_checked
             if attr in ctx.facts.buffers and ctx.function.key not in ctx.facts.uncompiled and not moved_with_module:
                 ctx.report(target, f"registered buffer `self.{attr}` is converted and re-bound in the step: under "
                                    "torch.compile the assignment is a graph output written back to the module's "
