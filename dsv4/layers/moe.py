@@ -74,7 +74,8 @@ class MoE:
         self.gate_out = torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev)
         self.up_out = torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev)
         self.down_out = torch.zeros(rows, hidden, dtype=torch.bfloat16, device=dev)
-        self.shared = [SharedExpert(weights, f"{prefix}.shared_experts", dev, ctx.resident)] if cfg.n_shared_experts else []
+        shared = cfg.n_shared_experts
+        self.shared = [SharedExpert(weights, f"{prefix}.shared_experts", dev, ctx.resident)] if shared else []
 
     @property
     def bytes_read(self) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import libcst as cst
 
 from graphready.lint.analysis.context import RuleContext
@@ -64,13 +63,14 @@ class ImplicitCaptureStream(Rule):
     scope = "always"
 
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
-        if ctx.qualname(node.func) != "torch.cuda.graph" or keyword(node, "stream") is not None or len(positional(node)) >= 3:
+        explicit_stream = keyword(node, "stream") is not None or len(positional(node)) >= 3
+        if ctx.qualname(node.func) != "torch.cuda.graph" or explicit_stream:
             return
         if ctx.facts.multi_device:
-            ctx.report(node, "`torch.cuda.graph(g)` without `stream=` captures on one process-wide side stream, made on "
-                             "the device that was current at the first capture; capturing for another GPU records its "
-                             "work on the wrong device (an empty graph, or one that replays stale data); pass "
-                             "`stream=torch.cuda.Stream(device=...)` for each device")
+            ctx.report(node, "`torch.cuda.graph(g)` without `stream=` captures on one process-wide side stream, "
+                             "made on the device that was current at the first capture; capturing for another GPU "
+                             "records its work on the wrong device (an empty graph, or one that replays stale data); "
+                             "pass `stream=torch.cuda.Stream(device=...)` for each device")
         else:  # one device per process (vLLM's and SGLang's workers): PyTorch's documented usage
             ctx.report(node, "`torch.cuda.graph(g)` without `stream=` captures on one process-wide side stream, "
                              "made on the first capturing device: fine while this process drives one GPU; pass "
