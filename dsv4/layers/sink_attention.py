@@ -70,22 +70,18 @@ if triton is not None:
             tops = tl.maximum(tops, s)
         top = tl.max(tops, axis=1)
         sums = tl.zeros([BLOCK_H, BLOCK_S], tl.float64)
-        for start in range(0, n_keys, BLOCK_S):
-            keys = start + tl.arange(0, BLOCK_S)
-            s = tl.load(rows + keys[None, :], mask=h_ok[:, None] & (keys < n_keys)[None, :], other=float("-inf"))
-            sums += libdevice.exp(s - top[:, None]).to(tl.float64)
-        denom = tl.sum(sums, axis=1)
         acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
         for start in range(0, n_keys, BLOCK_S):
             keys = start + tl.arange(0, BLOCK_S)
             present = keys < n_keys
             s = tl.load(rows + keys[None, :], mask=h_ok[:, None] & present[None, :], other=float("-inf"))
             e = libdevice.exp(s - top[:, None])  # expf, as torch's CUDA exp (tl.exp is an approximation)
+            sums += e.to(tl.float64)
             slot = tl.load(slots + b * slots_stride + keys, mask=present, other=0)
             k = tl.load(cache + (b.to(tl.int64) * cache_len + slot)[:, None] * HD + dims[None, :],
                         mask=present[:, None] & d_ok[None, :], other=0.0)
             acc = tl.dot(e.to(tl.bfloat16), k, acc)
-        total = denom.to(tl.float32) + libdevice.exp(tl.load(sink + h, mask=h_ok, other=0.0) - top)
+        total = tl.sum(sums, axis=1).to(tl.float32) + libdevice.exp(tl.load(sink + h, mask=h_ok, other=0.0) - top)
         o = tl.math.div_rn(acc, total[:, None])
         tl.store(out + (b.to(tl.int64) * heads + h)[:, None] * HD + dims[None, :], o.to(tl.bfloat16),
                  mask=h_ok[:, None] & d_ok[None, :])
