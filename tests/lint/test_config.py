@@ -30,10 +30,13 @@ def _rules(capsys) -> list[str]:
 
 
 def test_select_ignore_exclude_and_per_file_ignores(project, capsys):
-    root = project('exclude = ["tests"]\nper-file-ignores = { "pkg/*" = ["GR301"] }\n')
+    root = project('select = ["ALL"]\nexclude = ["tests"]\nper-file-ignores = { "pkg/*" = ["GR301"] }\n')
     assert main(["lint", str(root), "--no-cache", "--format", "json"]) == 1
     assert _rules(capsys) == ["GR101:pkg/mod.py"]
     root = project('select = ["GR3"]\nexclude = ["tests/*"]\n')
+    assert main(["lint", str(root), "--no-cache", "--format", "json"]) == 0
+    assert _rules(capsys) == []  # GR301 is opt-in: a prefix does not choose it
+    root = project('select = ["GR3", "GR301"]\nexclude = ["tests/*"]\n')
     assert main(["lint", str(root), "--no-cache", "--format", "json"]) == 0  # GR301 is info: reported, not failing
     assert _rules(capsys) == ["GR301:pkg/mod.py"]
     assert main(["lint", str(root), "--no-cache", "--format", "json", "--select", "GR1", "--ignore", "GR101"]) == 0
@@ -41,9 +44,9 @@ def test_select_ignore_exclude_and_per_file_ignores(project, capsys):
 
 
 def test_severity_override_and_fail_on(project, capsys):
-    root = project('exclude = ["tests"]\nignore = ["GR101"]\nfail-on = "error"\n')
-    assert main(["lint", str(root), "--no-cache"]) == 0  # GR301 is a warning
-    root = project('exclude = ["tests"]\nignore = ["GR101"]\nfail-on = "error"\nseverity = { GR301 = "error" }\n')
+    root = project('select = ["ALL"]\nexclude = ["tests"]\nignore = ["GR101"]\nfail-on = "error"\n')
+    assert main(["lint", str(root), "--no-cache"]) == 0  # GR301 is info
+    root = project('select = ["ALL"]\nexclude = ["tests"]\nignore = ["GR101"]\nfail-on = "error"\nseverity = { GR301 = "error" }\n')
     assert main(["lint", str(root), "--no-cache"]) == 1
     assert main(["lint", str(root), "--no-cache", "--fail-on", "info"]) == 1
 

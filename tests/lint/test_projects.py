@@ -21,9 +21,9 @@ def write(path: Path, text: str) -> None:
 @pytest.fixture
 def two_projects(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    write(tmp_path / "pkg_a" / "pyproject.toml", '[tool.graphready]\nignore = ["GR101"]\n')
+    write(tmp_path / "pkg_a" / "pyproject.toml", '[tool.graphready]\nselect = ["ALL"]\nignore = ["GR101"]\n')
     write(tmp_path / "pkg_a" / "mod.py", SYNC_AND_ALLOC)
-    write(tmp_path / "pkg_b" / "pyproject.toml", '[tool.graphready]\nignore = ["GR301"]\n')
+    write(tmp_path / "pkg_b" / "pyproject.toml", '[tool.graphready]\nselect = ["ALL"]\nignore = ["GR301"]\n')
     write(tmp_path / "pkg_b" / "mod.py", SYNC_AND_ALLOC)
     return tmp_path
 

@@ -27,7 +27,7 @@ class Attention(nn.Module):
         keys = self.k_cache[: n + 1].view(n + 1, self.heads, self.head_dim)
         values = self.v_cache[: n + 1].view(n + 1, self.heads, self.head_dim)
         scores = torch.einsum("hd,khd->hk", q.view(self.heads, self.head_dim), keys) / self.head_dim**0.5
-        distance = n - torch.arange(n + 1, device=x.device)  # expect: GR301
+        distance = n - torch.arange(n + 1, device=x.device)
         scores = scores - self.slopes.unsqueeze(1) * distance
         mixed = torch.einsum("hk,khd->hd", torch.softmax(scores, dim=-1), values)
         return self.out(mixed.reshape(1, -1))

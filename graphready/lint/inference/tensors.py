@@ -91,8 +91,9 @@ def string_value(node: cst.CSTNode) -> str | None:
     return None
 
 
-def is_true(node: cst.CSTNode | None) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
+def _not_pinned(pin_memory: cst.CSTNode | None) -> bool:
+    """Pageable unless pinning is asked for: `pin_memory=<flag>` pins wherever the platform allows."""
+    return pin_memory is None or (isinstance(pin_memory, cst.Name) and pin_memory.value in ("False", "None"))
 
 
 def _is_number(node: cst.BaseExpression) -> bool:
@@ -402,7 +403,7 @@ class TensorEnv:
             device = keyword(node, "device")
             if device is not None and device_kind(device, self) != "cpu":
                 return None
-            return PINNED if is_true(keyword(node, "pin_memory")) else PAGEABLE
+            return PAGEABLE if _not_pinned(keyword(node, "pin_memory")) else PINNED
         return None
 
 
