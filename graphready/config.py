@@ -33,6 +33,7 @@ class Config:
     eager_if: list[str] = field(default_factory=list)  # names whose true branch is not captured
     captured_if: list[str] = field(default_factory=list)  # names whose false branch is not captured
     gpu_capability: int | None = None  # SM version x 10 the graphs run on: branches for other GPUs are cold
+    warm_up_before_capture: bool = False  # the engine runs each step eagerly before capturing it
     profile: str | None = None
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
@@ -94,7 +95,8 @@ def _check_guard(key: str, name: str) -> str:
     return name
 
 
-KNOWN_KEYS = ["profile", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if", "debug-guards", "gpu-capability", "select",
+KNOWN_KEYS = ["profile", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if", "debug-guards", "gpu-capability",
+              "warm-up-before-capture", "select",
               "ignore", "severity", "exclude", "per-file-ignores", "baseline", "fail-on", "check-targets"]
 LIST_KEYS = {"hot-paths": "hot_paths", "exclude-roots": "exclude_roots", "not-compiled": "not_compiled",
              "eager-if": "eager_if",
@@ -115,6 +117,14 @@ def _apply_profile(config: Config, name: object) -> None:
     config.captured_if = list(profile.get("captured-if", []))
     if "gpu-capability" in profile:
         config.gpu_capability = _capability(profile["gpu-capability"])
+    if "warm-up-before-capture" in profile:
+        config.warm_up_before_capture = _flag("warm-up-before-capture", profile["warm-up-before-capture"])
+
+
+def _flag(key: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"[tool.graphready] {key} must be true or false, got {value!r}")
+    return value
 
 
 def _capability(value: object) -> int:
@@ -171,6 +181,8 @@ def parse_table(table: dict, root: Path, source: Path | None) -> Config:
             config.check_targets = _str_list(key, value)
         elif key == "gpu-capability":
             config.gpu_capability = _capability(value)
+        elif key == "warm-up-before-capture":
+            config.warm_up_before_capture = _flag(key, value)
         else:
             hint = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
@@ -230,7 +242,7 @@ def config_record(config: Config, select: list[str], ignore: list[str]) -> dict:
     record: dict = {"file": str(config.source) if config.source else None, "fail-on": config.fail_on.label}
     values = {
         "profile": config.profile, "hot-paths": config.hot_paths, "exclude-roots": config.exclude_roots,
-        "not-compiled": config.not_compiled,
+        "not-compiled": config.not_compiled, "warm-up-before-capture": config.warm_up_before_capture,
         "eager-if": config.eager_if, "captured-if": config.captured_if, "select": select, "ignore": ignore,
         "severity": {code: level.label for code, level in config.severity.items()},
         "exclude": config.exclude, "per-file-ignores": config.per_file_ignores,

@@ -164,7 +164,8 @@ class LintRun:
         project = Project({index.module: index for index in indexes.values()})
         if not any(index.parse_error for index in indexes.values()):  # a broken file may hold the root
             self._check_roots(project)
-        hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled)
+        hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled,
+                       self.config.warm_up_before_capture)
         candidates = self._analyze([s for s in python if s.requested], indexes, project, hot)
         candidates.update(unreadable)
         for source in sources:

@@ -1,8 +1,9 @@
 """Built-in profiles: an engine's decode roots, never-captured code and eager-only predicates.
 
 Each profile is a TOML file beside this module with the same list keys as `[tool.graphready]`
-(`hot-paths`, `exclude-roots`, `not-compiled`, `eager-if`, `captured-if`), the `gpu-capability` it assumes and a
-`description`; data only.
+(`hot-paths`, `exclude-roots`, `not-compiled`, `eager-if`, `captured-if`), the `gpu-capability` it assumes,
+whether the engine runs each step eagerly before capturing it (`warm-up-before-capture`) and a `description`;
+data only.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from importlib import resources
 
 from graphready.errors import UsageError
 
-PROFILE_KEYS = {"description", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if", "gpu-capability"}
+PROFILE_KEYS = {"description", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if", "gpu-capability",
+                "warm-up-before-capture"}
 
 
 def available() -> list[str]:

@@ -385,6 +385,22 @@ def test_one_time_work_after_a_cache_hit_is_lazy_init(lint_project):
     assert "`cache` is initialised on the step's first call" in result.findings[0].message
 
 
+@pytest.mark.parametrize(("test", "state"), [
+    ('not hasattr(self, "_scale_inv")', "self._scale_inv"),  # SGLang qwen2_moe, vLLM turboquant
+    ('not getattr(self, "_scale_inv", None)', "self._scale_inv"),
+])
+def test_lazy_init_names_the_attribute_a_hasattr_test_guards(lint_project, test, state):
+    result = lint_project({"pkg/moe.py": _source(f"""
+        class Experts:
+            def forward(self, x: torch.Tensor):
+                if {test}:
+                    self._scale_inv = torch.ones(x.shape[-1], device=x.device)
+                return x * self._scale_inv
+        """)}, GUARDS)
+    assert [(f.rule, f.severity.name) for f in result.findings] == [("GR603", "INFO")]
+    assert f"`{state}` is initialised on the step's first call" in result.findings[0].message
+
+
 def test_exclude_roots_last_matching_entry_decides(lint_project):
     files = {"pkg/mindspore.py": _source("""
         class MindSporeForCausalLM:

@@ -235,3 +235,26 @@ def test_engine_fixture_without_its_profile_is_noisy(tmp_path, name):
     (project / "pyproject.toml").write_text(f"[tool.graphready]\nhot-paths = [{naive}]\n")
     _, doc = lint_json(project, tmp_path / "out.json")
     assert reported(doc) > expected_findings(project)  # every marked hazard, plus the noise
+
+
+FIRST_CALL_WORK = {  # one-time work in the step that the engine's warm-up runs pay before any capture
+    "sglang_like": {("sglang/srt/layers/moe/fused_moe.py", 15, "GR603")},
+    "vllm_like": {("vllm/model_executor/layers/mamba/selective_state_update.py", 21, "GR501"),
+                  ("vllm/model_executor/layers/rotary_embedding.py", 23, "GR306")},
+}
+
+
+@pytest.mark.parametrize("name", ENGINE_FIXTURES)
+def test_first_call_work_is_a_note_only_where_no_warm_up_precedes_capture(tmp_path, name):
+    """The profiles say the engine warms up before capturing (both do, every size); a user who turns that
+    off gets the first-call notes back as info."""
+    project = tmp_path / name
+    import shutil
+
+    shutil.copytree(REPO / "tests" / "fixtures" / name, project)
+    profile = name.removesuffix("_like")
+    (project / "pyproject.toml").write_text(f'[tool.graphready]\nprofile = "{profile}"\nwarm-up-before-capture = false\n')
+    _, doc = lint_json(project, tmp_path / "out.json")
+    notes = {(f["path"], f["line"], f["rule"]) for f in doc["findings"] if f["severity"] == "info"}
+    assert notes == FIRST_CALL_WORK[name]
+    assert reported(doc) == expected_findings(project) | FIRST_CALL_WORK[name]

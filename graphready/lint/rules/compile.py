@@ -39,6 +39,8 @@ class HotJit(Rule):
         name = ctx.qualname(node.func) or ""
         what = "`cute.compile`" if name.endswith("cute.compile") else JIT_CALLS.get(name)
         if name == "torch.compile" and not _fresh_backend(node, ctx):
+            if ctx.function.key in ctx.facts.warmed:
+                return  # the first call, the one that compiles, is the warm-up
             ctx.report(node, "`torch.compile` in the step makes a new wrapper each call, but Dynamo reuses the code it "
                              "compiled on the first call (same function, same backend), so only that first call "
                              "compiles, and inside a capture that fails; make it in warm-up before capturing, or "
@@ -50,7 +52,7 @@ class HotJit(Rule):
             return
         attr = self_attr(node.func)
         held = f"self.{attr}" if attr is not None else node.func.value if isinstance(node.func, cst.Name) else None
-        if held and (attr or held) in ctx.facts.lazy_compiled:
+        if held and (attr or held) in ctx.facts.lazy_compiled and ctx.function.key not in ctx.facts.warmed:
             ctx.report(node, f"`{held}` is `torch.compile`d lazily: its first call compiles, and inside a "
                              "capture that fails; call it once in warm-up before capturing", severity="info")
 

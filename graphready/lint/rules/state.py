@@ -176,8 +176,8 @@ class StateRebind(_FreshTensors):
                                    f"not follow; move or convert `self.{attr}` at load time")
                 return
             first_call_captured = ctx.function.key in ctx.facts.unwarmed
-            if moved_with_module and not first_call_captured:
-                return
+            if (moved_with_module or ctx.function.key in ctx.facts.warmed) and not first_call_captured:
+                return  # the first call, the one that converts, is not a capture
             ctx.report(target, f"`self.{attr}` is converted and re-bound in the step: a no-op after the first call, "
                                "but if that call is a capture (or the target device/dtype changes) the graph copies "
                                f"from storage that is then freed; convert `self.{attr}` at load time",

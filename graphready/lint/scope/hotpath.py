@@ -322,12 +322,14 @@ def _note_given(hot: HotSet, target: FunctionInfo, site: CallSite) -> None:
 
 
 def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = None,
-             not_compiled: list[str] | None = None) -> HotSet:
+             not_compiled: list[str] | None = None, warm_up_before_capture: bool = False) -> HotSet:
     """Roots (config patterns, markers, capture bodies), then everything they call.
 
     Functions matching `exclude` are neither roots nor entered by the walk, unless a capture body
     calls them directly (then they are captured whatever the configuration says). Functions matching
-    `not_compiled`, and what only they reach, are marked `uncompiled`."""
+    `not_compiled`, and what only they reach, are marked `uncompiled`. With `warm_up_before_capture`
+    (the engine runs each step eagerly before capturing it), what the configured roots and markers
+    reach is `warmed`: its first call is never a capture."""
     hot = HotSet()
     queue: deque[tuple[str, str | None]] = deque()  # (function, runtime class of its self)
     exclude = exclude or []
@@ -394,6 +396,8 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
                     if len(chain) > 1 and chain[0].endswith("[graph capture]")}
     hot.unwarmed = {key for key, root in from_capture.items() if root in unwarmed_roots}
     hot.warmed = {key for key, root in from_capture.items() if root in warmed_roots}
+    if warm_up_before_capture:
+        hot.warmed |= {key for key, chain in hot.chains.items() if not chain[0].endswith("[graph capture]")}
     hot.uncompiled = _uncompiled(hot, not_compiled or [])
     return hot
 
