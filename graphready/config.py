@@ -34,6 +34,7 @@ class Config:
     captured_if: list[str] = field(default_factory=list)  # names whose false branch is not captured
     gpu_capability: int | None = None  # SM version x 10 the graphs run on: branches for other GPUs are cold
     warm_up_before_capture: bool = False  # the engine runs each step eagerly before capturing it
+    one_gpu_per_process: bool = False  # every process of the engine drives one GPU (its workers)
     profile: str | None = None
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
@@ -49,7 +50,7 @@ class Config:
 
     def fingerprint(self) -> str:
         """The settings that change what the per-file analysis produces (part of cache keys)."""
-        return repr((sorted(self.eager_if), sorted(self.captured_if), self.gpu_capability))
+        return repr((sorted(self.eager_if), sorted(self.captured_if), self.gpu_capability, self.one_gpu_per_process))
 
 
 def _str_list(key: str, value: object) -> list[str]:
@@ -96,7 +97,7 @@ def _check_guard(key: str, name: str) -> str:
 
 
 KNOWN_KEYS = ["profile", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if", "debug-guards", "gpu-capability",
-              "warm-up-before-capture", "select",
+              "warm-up-before-capture", "one-gpu-per-process", "select",
               "ignore", "severity", "exclude", "per-file-ignores", "baseline", "fail-on", "check-targets"]
 LIST_KEYS = {"hot-paths": "hot_paths", "exclude-roots": "exclude_roots", "not-compiled": "not_compiled",
              "eager-if": "eager_if",
@@ -119,6 +120,8 @@ def _apply_profile(config: Config, name: object) -> None:
         config.gpu_capability = _capability(profile["gpu-capability"])
     if "warm-up-before-capture" in profile:
         config.warm_up_before_capture = _flag("warm-up-before-capture", profile["warm-up-before-capture"])
+    if "one-gpu-per-process" in profile:
+        config.one_gpu_per_process = _flag("one-gpu-per-process", profile["one-gpu-per-process"])
 
 
 def _flag(key: str, value: object) -> bool:
@@ -183,6 +186,8 @@ def parse_table(table: dict, root: Path, source: Path | None) -> Config:
             config.gpu_capability = _capability(value)
         elif key == "warm-up-before-capture":
             config.warm_up_before_capture = _flag(key, value)
+        elif key == "one-gpu-per-process":
+            config.one_gpu_per_process = _flag(key, value)
         else:
             hint = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
@@ -243,6 +248,7 @@ def config_record(config: Config, select: list[str], ignore: list[str]) -> dict:
     values = {
         "profile": config.profile, "hot-paths": config.hot_paths, "exclude-roots": config.exclude_roots,
         "not-compiled": config.not_compiled, "warm-up-before-capture": config.warm_up_before_capture,
+        "one-gpu-per-process": config.one_gpu_per_process,
         "eager-if": config.eager_if, "captured-if": config.captured_if, "select": select, "ignore": ignore,
         "severity": {code: level.label for code, level in config.severity.items()},
         "exclude": config.exclude, "per-file-ignores": config.per_file_ignores,

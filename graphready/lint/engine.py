@@ -269,7 +269,7 @@ class LintRun:
             job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
                           index.global_containers, index.classes,
                           targets, index.functions, hot_keys, tensor_functions, autograd, class_fields, *warm_up,
-                          host_params)
+                          host_params, self.config.one_gpu_per_process)
             pending.append((source, key, job))
         for (source, key, _), hits in zip(pending, _map(_analyze_job, [p[2] for p in pending], self.jobs)):
             results[source.rel] = hits

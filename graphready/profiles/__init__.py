@@ -2,8 +2,8 @@
 
 Each profile is a TOML file beside this module with the same list keys as `[tool.graphready]`
 (`hot-paths`, `exclude-roots`, `not-compiled`, `eager-if`, `captured-if`), the `gpu-capability` it assumes,
-whether the engine runs each step eagerly before capturing it (`warm-up-before-capture`) and a `description`;
-data only.
+whether the engine runs each step eagerly before capturing it (`warm-up-before-capture`) and drives one GPU
+per process (`one-gpu-per-process`), and a `description`; data only.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from importlib import resources
 from graphready.errors import UsageError
 
 PROFILE_KEYS = {"description", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if", "gpu-capability",
-                "warm-up-before-capture"}
+                "warm-up-before-capture", "one-gpu-per-process"}
 
 
 def available() -> list[str]:

@@ -55,3 +55,12 @@ def test_one_named_device_is_not_several(lint_project):
         assert _severities(lint_project({"pkg/backend.py": textwrap.dedent(named)})) == [("GR403", "INFO")]
     several = ONE_DEVICE.replace("self.graph_pool = pool", 'self.graph_pool = pool\n            self.devices = ["cuda:0", "cuda:1"]')
     assert _severities(lint_project({"pkg/backend.py": textwrap.dedent(several)})) == [("GR403", "ERROR")]
+
+
+def test_an_engine_with_one_gpu_per_process_gets_no_note_but_still_the_error(lint_project):
+    """The engine profiles say each worker process drives one GPU: the note is dropped there; code that
+    visibly switches devices is still an error."""
+    config = {"one-gpu-per-process": True}
+    assert lint_project({"pkg/backend.py": textwrap.dedent(ONE_DEVICE)}, config).findings == []
+    several = ONE_DEVICE.replace("self.graph_pool = pool", 'self.graph_pool = pool\n            self.devices = ["cuda:0", "cuda:1"]')
+    assert _severities(lint_project({"pkg/backend.py": textwrap.dedent(several)}, config)) == [("GR403", "ERROR")]

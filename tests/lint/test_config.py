@@ -62,6 +62,7 @@ def test_severity_override_and_fail_on(project, capsys):
         ("hot-paths = [\n", "invalid TOML"),
         ('gpu-capability = "9.0"\n', "gpu-capability must be the compute capability times ten"),
         ('warm-up-before-capture = "yes"\n', "warm-up-before-capture must be true or false"),
+        ('one-gpu-per-process = 1\n', "one-gpu-per-process must be true or false"),
         ("gpu-capability = 9\n", "(80 for A100, 90 for H100, 100 for B200), got 9"),
     ],
 )

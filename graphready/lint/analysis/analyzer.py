@@ -42,6 +42,7 @@ class FileJob:
     warmed: set[str] = field(default_factory=set)  # hot through a capture after a warm-up call
     uncompiled: set[str] = field(default_factory=set)  # hot only through functions torch.compile never traces
     host_params: dict[str, list[str]] = field(default_factory=dict)  # function key -> params its hot callers fill with host data
+    one_gpu_per_process: bool = False  # config: no process of this engine drives several GPUs
 
 
 MULTI_DEVICE = re.compile(r"torch\.cuda\.device\(|(?:range\(|%\s*)(?:torch\.cuda\.)?device_count\(\)"
@@ -64,6 +65,7 @@ def handles_several_devices(source: str) -> bool:
 
 def _module_facts(job: FileJob, names: ImportMap) -> FileFacts:
     facts = FileFacts(names)
+    facts.one_gpu_per_process = job.one_gpu_per_process
     facts.multi_device = handles_several_devices(job.source)
     facts.containers = set(job.global_containers)
     for name, callee in job.global_calls.items():

@@ -22,6 +22,7 @@ class FileFacts(Facts):
         self.compiled_names: set[str] = set()  # globals / self attrs holding a cute.compile() result
         self.lazy_compiled: set[str] = set()  # self attrs holding a torch.compile() result
         self.multi_device = False  # the file handles several devices (set_device, cuda:N, device loops)
+        self.one_gpu_per_process = False  # config: the engine's processes each drive one GPU
         self.containers: set[str] = set()  # globals / self attrs holding a list, dict, set or deque
         self.unwarmed: set[str] = set()  # hot functions first reached from a capture with no warm-up call
         self.warmed: set[str] = set()  # ... and from a capture after a warm-up call
@@ -44,7 +45,7 @@ class FileFacts(Facts):
         facts.lazy_compiled = set(self.lazy_compiled)
         facts.containers = set(self.containers)
         facts.unwarmed, facts.warmed, facts.uncompiled = self.unwarmed, self.warmed, self.uncompiled
-        facts.multi_device = self.multi_device
+        facts.multi_device, facts.one_gpu_per_process = self.multi_device, self.one_gpu_per_process
         return facts
 
     def record_holder(self, name: str, callee: str) -> None:

@@ -71,7 +71,7 @@ class ImplicitCaptureStream(Rule):
                              "made on the device that was current at the first capture; capturing for another GPU "
                              "records its work on the wrong device (an empty graph, or one that replays stale data); "
                              "pass `stream=torch.cuda.Stream(device=...)` for each device")
-        else:  # one device per process (vLLM's and SGLang's workers): PyTorch's documented usage
+        elif not ctx.facts.one_gpu_per_process:  # PyTorch's documented usage while a process drives one GPU
             ctx.report(node, "`torch.cuda.graph(g)` without `stream=` captures on one process-wide side stream, "
                              "made on the first capturing device: fine while this process drives one GPU; pass "
                              "`stream=` before it captures on several", severity="info")
