@@ -236,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                 doc, seconds = lint(tree, root / f"{engine.requirement}.json")
                 print_run(engine, doc, seconds, files, lines)
                 runs[engine.requirement], trees[engine.requirement] = doc, tree
-            print()
+            shown = Counter(f["severity"] for doc in runs.values() for f in doc["findings"])
+            print(f"\nall trees: {sum(shown.values())} findings shown ("
+                  + ", ".join(f"{shown[s]} {s}" for s in ("error", "warning", "info")) + ")\n")
             precision(runs, labels)
             if args.sample:
                 write_sample(runs, trees, args.sample, args.sample_out, labels)
