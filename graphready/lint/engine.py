@@ -335,7 +335,8 @@ class LintRun:
     def _unused(self, suppression) -> str:
         if suppression.codes is None:
             return "" if suppression.used else "nothing on this line is reported"
-        stale = sorted(c for c in suppression.codes - suppression.used if self.selection.enabled(c))
+        stale = sorted(c for c in suppression.codes - suppression.used  # a rule that did not run cannot judge it
+                       if self.selection.enabled(c, opt_in=c in self.catalog and self.catalog[c].opt_in))
         return f"no {', '.join(stale)} finding on this line" if stale else ""
 
 

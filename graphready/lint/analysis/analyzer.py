@@ -161,6 +161,7 @@ class FileAnalyzer:
         facts.tensor_attrs |= class_info.tensor_attrs
         facts.buffers = set(class_info.tensor_attrs)
         facts.graph_inputs = set(class_info.graph_inputs)
+        facts.replay_only = class_info.replay_only
         for attr, callees in class_info.attr_calls.items():  # set anywhere in the class, from the index
             for callee in callees:
                 if is_tensor_callee(callee) or callee.endswith(".Parameter"):

@@ -1,5 +1,5 @@
-"""GR601-GR603: what happens around a capture: freed temporaries, capture-only branches and
-one-time initialisation that may first run inside a capture."""
+"""GR601-GR604: what happens around a capture: freed temporaries, capture-only branches, one-time
+initialisation that may first run inside a capture, and metadata only a replay's preparation sets."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import libcst as cst
 
 from graphready.lint.analysis.context import RuleContext
 from graphready.lint.analysis.cstwalk import nodes, walk
+from graphready.lint.inference.tensors import positional, string_value
 from graphready.lint.rules.base import Rule
+from graphready.lint.scope.replayprep import prep_kind
 
 GRAPH_CONTEXT = "torch.cuda.graph"
 CAPTURING = "torch.cuda.is_current_stream_capturing"
@@ -117,6 +119,38 @@ class CaptureBranch(Rule):
 
     def visit_IfExp(self, node: cst.IfExp, ctx: RuleContext) -> None:
         self._check(node.test, ctx)
+
+
+class ReplayOnlyMetadata(Rule):
+    """A read, in captured code, of metadata that only the replay preparation sets (scope/replayprep.py)."""
+
+    code = "GR604"
+
+    def __init__(self) -> None:
+        self.stores: set[int] = set()
+
+    def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
+        self.stores |= {id(target.target) for target in node.targets}
+
+    def visit_AnnAssign(self, node: cst.AnnAssign, ctx: RuleContext) -> None:
+        self.stores.add(id(node.target))
+
+    def visit_Attribute(self, node: cst.Attribute, ctx: RuleContext) -> None:
+        if id(node) not in self.stores and not (isinstance(node.value, cst.Name) and node.value.value == "self"):
+            self._check(node, node.attr.value, ctx)
+
+    def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        args = positional(node)
+        if ctx.qualname(node.func) in ("getattr", "hasattr") and len(args) >= 2 and isinstance(args[1], cst.SimpleString):
+            self._check(node, string_value(args[1]), ctx)
+
+    def _check(self, node: cst.CSTNode, attr: str | None, ctx: RuleContext) -> None:
+        prepared = ctx.facts.replay_only.get(attr or "")
+        if prepared and prep_kind(ctx.function.qualname.rsplit(".", 1)[-1]) is None:
+            replay, capture = prepared
+            ctx.report(node, f"`{attr}` is set by `{replay}` but not by `{capture}`: it was unset while the graph "
+                             "recorded, so this read (and any branch on it) keeps its capture-time value on "
+                             f"every replay; set it in `{capture}` too")
 
 
 class LazyInit(Rule):

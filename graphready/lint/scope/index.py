@@ -24,6 +24,7 @@ from graphready.lint.scope.regions import (
     returns_none, within,
 )
 from graphready.lint.scope.resolve import ImportMap
+from graphready.lint.scope.replayprep import constructor_params, replay_only_attributes
 from graphready.lint.inference.torchnames import HOST_NAME, TENSOR, annotation_kind
 
 HOT_COMMENT = re.compile(r"#\s*graphready:\s*hot\b")
@@ -113,6 +114,8 @@ class ClassInfo:
     class_attrs: dict[str, str] = field(default_factory=dict)  # `attention_cls = Attention` in the class body
     attr_alternatives: dict[str, list[str]] = field(default_factory=dict)  # other classes a branch sets
     attr_elem_alternatives: dict[str, list[str]] = field(default_factory=dict)  # `LAYER_TYPES[kind](...)`
+    # metadata attr -> [replay prep, capture prep] set only when preparing a replay (scope/replayprep.py)
+    replay_only: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -268,6 +271,7 @@ class _ModuleIndexer:
         self.guards = guards
         self.names = ImportMap(module, is_package)
         self.tables: dict[str, list[str]] = {}  # module-level {kind: LayerClass} tables
+        self.constructors: dict[str, list[str]] = {}  # class name -> positional parameters, for replayprep
         self.none_methods: set[str] = set()  # methods of the class being indexed that return None when captured
         self.one_time_flags = OneTimeFlags()  # ... and the `self` flags its methods set false once
         self.platform_guards: dict[int, tuple[Guards, Guards]] = {}  # id(guards) -> (guards, guards.platform())
@@ -280,6 +284,7 @@ class _ModuleIndexer:
         self.guards = self.guards.with_aliases(tree.body, self.names)  # `_DEBUG = envs.X.get()`
         self.guards = with_predicates(self.guards, tree, self.names, self._body_nodes)  # `def _can_run_tbo(): ...`
         self.tables = class_tables(tree.body, self.names)
+        self.constructors = constructor_params(tree)
         for stmt in tree.body:
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and is_container(stmt.value, self.names):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
@@ -365,6 +370,7 @@ class _ModuleIndexer:
         )
         self.index.classes[qualname] = info
         info.class_attrs = class_attributes(node.body, self.names)
+        info.replay_only = replay_only_attributes(node, self.constructors)
         for stmt in node.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
                 annotated = self.names.resolve(stmt.annotation)
