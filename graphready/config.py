@@ -96,8 +96,8 @@ def _check_guard(key: str, name: str) -> str:
     return name
 
 
-KNOWN_KEYS = ["profile", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if", "debug-guards", "gpu-capability",
-              "warm-up-before-capture", "one-gpu-per-process", "select",
+KNOWN_KEYS = ["profile", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if", "debug-guards",
+              "gpu-capability", "warm-up-before-capture", "one-gpu-per-process", "select",
               "ignore", "severity", "exclude", "per-file-ignores", "baseline", "fail-on", "check-targets"]
 LIST_KEYS = {"hot-paths": "hot_paths", "exclude-roots": "exclude_roots", "not-compiled": "not_compiled",
              "eager-if": "eager_if",

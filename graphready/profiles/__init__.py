@@ -14,8 +14,8 @@ from importlib import resources
 
 from graphready.errors import UsageError
 
-PROFILE_KEYS = {"description", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if", "gpu-capability",
-                "warm-up-before-capture", "one-gpu-per-process"}
+PROFILE_KEYS = {"description", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if",
+                "gpu-capability", "warm-up-before-capture", "one-gpu-per-process"}
 
 
 def available() -> list[str]:

@@ -141,7 +141,8 @@ class ReplayOnlyMetadata(Rule):
 
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
         args = positional(node)
-        if ctx.qualname(node.func) in ("getattr", "hasattr") and len(args) >= 2 and isinstance(args[1], cst.SimpleString):
+        named = len(args) >= 2 and isinstance(args[1], cst.SimpleString)
+        if named and ctx.qualname(node.func) in ("getattr", "hasattr"):
             self._check(node, string_value(args[1]), ctx)
 
     def _check(self, node: cst.CSTNode, attr: str | None, ctx: RuleContext) -> None:

@@ -54,8 +54,8 @@ def memo_state(test: ast.AST) -> str | None:
         return next((s for s in map(memo_state, test.values) if s), None)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         operand = test.operand
-        if (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name) and operand.func.id in ("hasattr", "getattr")
-                and len(operand.args) >= 2):
+        if (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name)
+                and operand.func.id in ("hasattr", "getattr") and len(operand.args) >= 2):
             name = operand.args[1]  # `hasattr(self, "_w")` guards `self._w`
             attr = name.value if isinstance(name, ast.Constant) else f"<{ast.unparse(name)}>"
             return f"{ast.unparse(operand.args[0])}.{attr}"
