@@ -66,8 +66,9 @@ captured-if = ["is_decoding"]
 """
 LATEST = [Engine("sglang", "0.5.23", ("sglang/",)), Engine("vllm", "0.33.0", ("vllm/",)),
           Engine("lmdeploy", "0.18.0", ("lmdeploy/",), LMDEPLOY_SETTINGS)]
-OLDER = [Engine("sglang", "0.5.2", SGLANG_CODE), Engine("sglang", "0.4.6.post2", SGLANG_CODE),
-         Engine("sglang", "0.4.4", SGLANG_CODE), Engine("vllm", "0.7.2", VLLM_V0_CODE),
+OLDER = [Engine("sglang", "0.5.13.post1", SGLANG_CODE), Engine("sglang", "0.5.2", SGLANG_CODE),
+         Engine("sglang", "0.4.6.post2", SGLANG_CODE), Engine("sglang", "0.4.4", SGLANG_CODE),
+         Engine("vllm", "0.15.1", VLLM_CODE), Engine("vllm", "0.7.2", VLLM_V0_CODE),
          Engine("vllm", "0.6.6.post1", VLLM_V0_CODE)]
 RECIPES = {
     "profile": lambda engine: engine.settings or f'profile = "{engine.name}"\n',
