@@ -43,6 +43,7 @@ class FileJob:
     uncompiled: set[str] = field(default_factory=set)  # hot only through functions torch.compile never traces
     host_params: dict[str, list[str]] = field(default_factory=dict)  # function key -> params its hot callers fill with host data
     one_gpu_per_process: bool = False  # config: no process of this engine drives several GPUs
+    pageable_functions: set[str] = field(default_factory=set)  # dotted names of functions returning pageable CPU tensors
 
 
 MULTI_DEVICE = re.compile(r"torch\.cuda\.device\(|(?:range\(|%\s*)(?:torch\.cuda\.)?device_count\(\)"
@@ -72,7 +73,7 @@ def _module_facts(job: FileJob, names: ImportMap) -> FileFacts:
         if is_tensor_callee(callee):
             facts.tensor_globals.add(name)
         facts.record_holder(name, callee)
-    facts.tensor_functions = job.tensor_functions
+    facts.tensor_functions, facts.pageable_functions = job.tensor_functions, job.pageable_functions
     facts.autograd_functions = job.autograd_functions
     facts.class_fields = job.class_fields
     facts.unwarmed, facts.warmed, facts.uncompiled = job.unwarmed, job.warmed, job.uncompiled

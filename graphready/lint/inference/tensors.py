@@ -113,6 +113,7 @@ class Facts:
         self.host_attrs: dict[str, str] = {}
         self.tensor_globals: set[str] = set()
         self.tensor_functions: set[str] = set()  # dotted names of functions annotated -> Tensor
+        self.pageable_functions: set[str] = set()  # dotted names of functions returning pageable CPU tensors
         self.class_fields: dict[str, dict[str, str]] = {}  # dotted class -> field -> kind, from annotations
 
 
@@ -397,7 +398,7 @@ class TensorEnv:
             if method in ("view", "reshape", "flatten", "contiguous", "unsqueeze", "squeeze", "long", "int", "float"):
                 return self.host_status(func.value)
         name = self.qualname(func)
-        if name in ("torch.from_numpy", "torch.frombuffer"):
+        if name in ("torch.from_numpy", "torch.frombuffer") or name in self.facts.pageable_functions:
             return PAGEABLE
         if name and name.startswith("torch.") and name.count(".") == 1 and name.rsplit(".", 1)[-1] in FACTORIES:
             device = keyword(node, "device")

@@ -62,7 +62,8 @@ def _scan(ctx: RuleContext, root: cst.FunctionDef):
                 if isinstance(target.target, (cst.Attribute, cst.Subscript)):
                     escaped |= _names_in(node.value)
                 elif isinstance(target.target, cst.Name) and not inside:
-                    if isinstance(node.value, cst.Call) and ctx.env.is_tensor(node.value):
+                    if (isinstance(node.value, cst.Call) and ctx.env.is_tensor(node.value)
+                            and ctx.env.host_status(node.value) is None):  # a freed CPU tensor is never replayed
                         temps.add(target.target.value)
         elif isinstance(node, cst.Call):
             func = node.func  # self.keep.append(w), self.cache.update(k=w), obj.register_buffer("w", w)

@@ -296,6 +296,30 @@ def returned_class(names: ImportMap, node: ast.FunctionDef | ast.AsyncFunctionDe
     return None
 
 
+def returns_pageable_tensor(names: ImportMap, body_nodes: list[ast.AST]) -> bool:
+    """Every value returned is None or a pageable CPU tensor: a torch factory with `device="cpu"` or no
+    device and no `pin_memory`, or `x.cpu()` (vLLM's `make_num_tokens_across_dp` returns
+    `torch.full(..., device="cpu")`)."""
+    returned = [n.value for n in body_nodes if isinstance(n, ast.Return)]
+    values = [v for v in returned if not (v is None or (isinstance(v, ast.Constant) and v.value is None))]
+    return bool(values) and all(_pageable_tensor(names, v) for v in values)
+
+
+def _pageable_tensor(names: ImportMap, value: ast.AST) -> bool:
+    if not isinstance(value, ast.Call):
+        return False
+    if isinstance(value.func, ast.Attribute) and value.func.attr == "cpu" and not value.args:
+        return True
+    callee = names.resolve(value.func) or ""
+    if not (callee.startswith("torch.") and callee.count(".") == 1 and callee[6:] in FACTORIES):
+        return False
+    keywords = {k.arg: k.value for k in value.keywords}
+    device, pinned = keywords.get("device"), keywords.get("pin_memory")
+    if pinned is not None and not (isinstance(pinned, ast.Constant) and pinned.value in (False, None)):
+        return False
+    return device is None or (isinstance(device, ast.Constant) and device.value == "cpu")
+
+
 def record_attribute_calls(names: ImportMap, attr: str, value: ast.AST, info: AttributeTable) -> None:
     """What `self.<attr>` is built by, so the rules know tensors, locks, graphs and kernels
     without parsing the (load-time) methods that set them."""

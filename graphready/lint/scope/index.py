@@ -14,7 +14,8 @@ import warnings
 from dataclasses import dataclass, field
 
 from graphready.lint.scope.attrtypes import (
-    AttributeTyper, class_attributes, class_tables, is_container, is_name, looks_like_class, returned_class, self_attr,
+    AttributeTyper, class_attributes, class_tables, is_container, is_name, looks_like_class, returned_class,
+    returns_pageable_tensor, self_attr,
 )
 from graphready.lint.scope.astwalk import walk_body
 from graphready.lint.analysis.deep import python_limits
@@ -66,6 +67,7 @@ class FunctionInfo:
     marked_hot: bool = False
     memoized: bool = False
     returns_tensor: bool = False
+    returns_pageable: bool = False  # every return is None or a pageable CPU tensor (attrtypes)
     returns_class: str | None = None  # `-> Layer` or `return Layer(...)`: what a builder method makes
     calls: list[CallSite] = field(default_factory=list)
     params: list[str] = field(default_factory=list)  # positional parameters, `self` included
@@ -440,6 +442,7 @@ class _ModuleIndexer:
             memoized=bool(MEMO_DECORATORS.intersection(decorators)),
             returns_tensor=node.returns is not None and annotation_kind(ast.unparse(node.returns)) == TENSOR,
             returns_class=returned_class(self.names, node, body_nodes) if class_info is not None else None,
+            returns_pageable=returns_pageable_tensor(self.names, body_nodes),
             excluded=regions.excluded,
             memo=regions.memo,
             cold_spans=regions.cold_spans,
