@@ -37,6 +37,7 @@ class HostSync(Rule):
 
 
 SCALAR_CASTS = {"int", "float", "bool", "complex"}
+COMPARING_BUILTINS = {"max", "min", "sorted", "any", "all"}  # compare or test elements with Python's bool()
 TEXT_CALLS = {"print", "str", "repr", "format"}
 
 
@@ -59,6 +60,10 @@ class ImplicitScalar(Rule):
             ctx.report(node, f"`{name}()` of a tensor formats its values on the host, syncing with the GPU")
         elif name == "range":
             ctx.report(node, "`range()` of a tensor reads its value on the host; loop bounds must be Python ints")
+        elif name in COMPARING_BUILTINS:
+            method = "sort" if name == "sorted" else name
+            ctx.report(node, f"Python's `{name}()` over a tensor tests its elements with `bool()` on the host, one "
+                             f"sync per comparison; use `t.{method}()` and keep the result on the device")
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression, ctx: RuleContext) -> None:
         if ctx.env.is_tensor(node.expression):
