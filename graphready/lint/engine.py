@@ -239,13 +239,15 @@ class LintRun:
             f"{index.module}.{info.qualname}"
             for index in indexes.values() for info in index.functions.values() if info.returns_tensor
         }
+        device_fields = set().union(*(index.captured_device_fields for index in indexes.values()))
         pageable_functions = {
             f"{index.module}.{info.qualname}"
             for index in indexes.values() for info in index.functions.values() if info.returns_pageable
         }
         autograd = project.autograd_functions
         class_fields = _class_fields(project)
-        project_salt = hashlib.blake2b(repr((sorted(tensor_functions), sorted(pageable_functions), sorted(autograd), sorted(
+        project_salt = hashlib.blake2b(repr((sorted(tensor_functions), sorted(pageable_functions), sorted(device_fields),
+                                             sorted(autograd), sorted(
             (name, sorted(fields.items())) for name, fields in class_fields.items()))).encode(), digest_size=8).hexdigest()
         results: dict[str, list[Candidate]] = {}
         pending: list[tuple[_Source, str, FileJob]] = []
@@ -273,7 +275,7 @@ class LintRun:
             job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
                           index.global_containers, index.classes,
                           targets, index.functions, hot_keys, tensor_functions, autograd, class_fields, *warm_up,
-                          host_params, self.config.one_gpu_per_process, pageable_functions)
+                          host_params, self.config.one_gpu_per_process, pageable_functions, device_fields)
             pending.append((source, key, job))
         for (source, key, _), hits in zip(pending, _map(_analyze_job, [p[2] for p in pending], self.jobs)):
             results[source.rel] = hits

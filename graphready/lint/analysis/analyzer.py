@@ -44,6 +44,7 @@ class FileJob:
     host_params: dict[str, list[str]] = field(default_factory=dict)  # function key -> params its hot callers fill with host data
     one_gpu_per_process: bool = False  # config: no process of this engine drives several GPUs
     pageable_functions: set[str] = field(default_factory=set)  # dotted names of functions returning pageable CPU tensors
+    captured_device_fields: set[str] = field(default_factory=set)  # metadata attrs that are device tensors at capture
 
 
 MULTI_DEVICE = re.compile(r"torch\.cuda\.device\(|(?:range\(|%\s*)(?:torch\.cuda\.)?device_count\(\)"
@@ -74,6 +75,7 @@ def _module_facts(job: FileJob, names: ImportMap) -> FileFacts:
             facts.tensor_globals.add(name)
         facts.record_holder(name, callee)
     facts.tensor_functions, facts.pageable_functions = job.tensor_functions, job.pageable_functions
+    facts.captured_device_fields = job.captured_device_fields
     facts.autograd_functions = job.autograd_functions
     facts.class_fields = job.class_fields
     facts.unwarmed, facts.warmed, facts.uncompiled = job.unwarmed, job.warmed, job.uncompiled

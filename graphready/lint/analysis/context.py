@@ -39,7 +39,7 @@ class FileFacts(Facts):
         """A copy for one class: module facts shared, class attributes still to be learned."""
         facts = FileFacts(self.names)
         facts.tensor_globals, facts.tensor_functions = self.tensor_globals, self.tensor_functions
-        facts.pageable_functions = self.pageable_functions
+        facts.pageable_functions, facts.captured_device_fields = self.pageable_functions, self.captured_device_fields
         facts.class_fields = self.class_fields
         facts.autograd_functions, facts.frozen_globals = self.autograd_functions, self.frozen_globals
         facts.stepped_globals = self.stepped_globals

@@ -114,6 +114,7 @@ class Facts:
         self.tensor_globals: set[str] = set()
         self.tensor_functions: set[str] = set()  # dotted names of functions annotated -> Tensor
         self.pageable_functions: set[str] = set()  # dotted names of functions returning pageable CPU tensors
+        self.captured_device_fields: set[str] = set()  # metadata attrs a capture preparation makes device tensors
         self.class_fields: dict[str, dict[str, str]] = {}  # dotted class -> field -> kind, from annotations
 
 
@@ -277,6 +278,8 @@ class TensorEnv:
                 return TENSOR if owner in self.facts.tensor_attrs else None
             if attr in METADATA_ATTRS:
                 return SCALAR
+            if attr in self.facts.captured_device_fields:  # what the graph sees, whatever the annotation says
+                return TENSOR
             if isinstance(node.value, cst.Name) and node.value.value in self.classes:
                 return self.facts.class_fields[self.classes[node.value.value]].get(attr)
             base = self.kind(node.value)

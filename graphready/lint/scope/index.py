@@ -25,7 +25,7 @@ from graphready.lint.scope.regions import (
     returns_none, within,
 )
 from graphready.lint.scope.resolve import ImportMap
-from graphready.lint.scope.replayprep import constructor_params, replay_only_attributes
+from graphready.lint.scope.replayprep import captured_device_fields, constructor_params, replay_only_attributes
 from graphready.lint.inference.torchnames import HOST_NAME, TENSOR, annotation_kind
 
 HOT_COMMENT = re.compile(r"#\s*graphready:\s*hot\b")
@@ -132,6 +132,8 @@ class ModuleIndex:
     # class-like names (`Foo`, `mod.Foo`) by last part -> where they are used: (function key, line) of a call
     # `Foo(...)` in a function, ("", line) for any other use (a registry, a base class, a module-level call)
     class_uses: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    # metadata attributes a graph's capture preparation fills with device tensors (scope/replayprep.py)
+    captured_device_fields: set[str] = field(default_factory=set)
     parse_error: tuple[int, int, str] | None = None
 
 
@@ -373,6 +375,7 @@ class _ModuleIndexer:
         self.index.classes[qualname] = info
         info.class_attrs = class_attributes(node.body, self.names)
         info.replay_only = replay_only_attributes(node, self.constructors)
+        self.index.captured_device_fields |= captured_device_fields(node)
         for stmt in node.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
                 annotated = self.names.resolve(stmt.annotation)

@@ -1,10 +1,12 @@
-"""Metadata that only replay preparation sets: a captured read of it keeps its capture-time value.
+"""What a graph's preparation methods say about its metadata, as the captured code will see it.
 
 Attention backends prepare a decode graph's metadata twice: before capturing it
 (`init_forward_metadata_capture_cuda_graph`) and before every replay (`..._replay_cuda_graph`). An
 attribute that the replay preparation sets on a metadata object, and the capture preparation never
 does, was unset (or stale) while the graph recorded: the kernels and branches it chose are frozen into
-the graph (SGLang's FA3 local attention, fixed in PR #6162)."""
+the graph (SGLang's FA3 local attention, fixed in PR #6162). And a field the capture preparation fills
+with a device tensor is a device tensor in the captured code, whatever its annotation says (vLLM 0.6's
+`encoder_seq_lens: List[int]`, a CUDA tensor at capture, read with Python's `max` by mllama)."""
 
 from __future__ import annotations
 
@@ -50,6 +52,39 @@ def replay_only_attributes(cls: ast.ClassDef, constructors: dict[str, list[str]]
         captured |= named
     return {attr: [roots["replay"][0], roots["capture"][0]]
             for name in sorted(replay) for attr in sorted(_set_for_replay(methods[name]) - captured)}
+
+
+def captured_device_fields(cls: ast.ClassDef) -> set[str]:
+    """Metadata attributes the capture preparation sets to a device tensor: `meta.x = torch.full(...).cuda()`,
+    `torch.zeros(..., device=dev)` or `.to(device)` (not `"cpu"`)."""
+    methods = {s.name: s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    capture = _with_helpers(sorted(name for name in methods if prep_kind(name) == "capture"), methods)
+    return {t.attr for name in capture for node in ast.walk(methods[name])
+            if isinstance(node, ast.Assign) and _device_tensor(node.value)
+            for target in node.targets for t in _stored_attributes(target)}
+
+
+def _device_tensor(value: ast.AST) -> bool:
+    """`x.cuda()`, `torch.<factory>(..., device=d)` or `x.to(d)` with `d` not `"cpu"` (nor a dtype)."""
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+        return False
+    func = value.func
+    if func.attr == "cuda":
+        return True
+    device = next((k.value for k in value.keywords if k.arg == "device"), None)
+    if func.attr == "to" and device is None and value.args and _names_a_device(value.args[0]):
+        device = value.args[0]
+    on_torch = isinstance(func.value, ast.Name) and func.value.id == "torch"
+    return (on_torch or func.attr == "to") and device is not None \
+        and not (isinstance(device, ast.Constant) and device.value == "cpu")
+
+
+def _names_a_device(node: ast.AST) -> bool:
+    """`"cuda:0"`, `device`, `self.runner.device`: not `torch.int32`."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value.startswith("cuda")
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return "device" in name
 
 
 def _with_helpers(names: list[str], methods: dict[str, ast.FunctionDef]) -> set[str]:
