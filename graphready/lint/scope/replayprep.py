@@ -24,7 +24,10 @@ def prep_kind(method: str) -> str | None:
 def constructor_params(tree: ast.Module) -> dict[str, list[str]]:
     """Class name -> its positional parameters (`__init__` after self, else annotated fields in order)."""
     params = {}
-    for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
+    todo = [s for s in tree.body if isinstance(s, ast.ClassDef)]  # module level and nested; one not found here
+    while todo:                                                      # makes its builder's class unknown (silent)
+        cls = todo.pop()
+        todo += [s for s in cls.body if isinstance(s, ast.ClassDef)]
         init = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
         if init is not None:
             params[cls.name] = [a.arg for a in [*init.args.posonlyargs, *init.args.args][1:]]
