@@ -29,7 +29,7 @@ class FileFacts(Facts):
         self.uncompiled: set[str] = set()  # hot functions torch.compile never traces (profile `not-compiled`)
         self.buffers: set[str] = set()  # self attrs declared persistent: register_buffer / register_parameter
         self.graph_inputs: set[str] = set()  # self attrs a capture body of the class reads
-        self.replay_only: dict[str, list[str]] = {}  # metadata attr -> [replay prep, capture prep] (replayprep.py)
+        self.replay_only: dict[str, list[str]] = {}  # metadata attr -> [replay prep, capture prep] (graphprep.py)
         self.frozen_attrs: dict[str, int] = {}  # self attr -> line where hot code mutates it
         self.frozen_globals: dict[str, int] = {}  # globals hot code re-binds
         self.stepped_globals: set[str] = set()  # ... from their old value: step counters

@@ -9,7 +9,7 @@ from graphready.lint.analysis.context import RuleContext
 from graphready.lint.analysis.cstwalk import nodes, walk
 from graphready.lint.inference.tensors import positional, string_value
 from graphready.lint.rules.base import Rule
-from graphready.lint.scope.replayprep import prep_kind
+from graphready.lint.scope.graphprep import prep_kind
 
 GRAPH_CONTEXT = "torch.cuda.graph"
 CAPTURING = "torch.cuda.is_current_stream_capturing"
@@ -123,7 +123,7 @@ class CaptureBranch(Rule):
 
 
 class ReplayOnlyMetadata(Rule):
-    """A read, in captured code, of metadata that only the replay preparation sets (scope/replayprep.py)."""
+    """A read, in captured code, of metadata that only the replay preparation sets (scope/graphprep.py)."""
 
     code = "GR604"
 

@@ -25,7 +25,7 @@ from graphready.lint.scope.regions import (
     returns_none, within,
 )
 from graphready.lint.scope.resolve import ImportMap
-from graphready.lint.scope.replayprep import captured_device_fields, constructor_params, replay_only_attributes
+from graphready.lint.scope.graphprep import captured_device_fields, constructor_params, replay_only_attributes
 from graphready.lint.inference.torchnames import HOST_NAME, TENSOR, annotation_kind
 
 HOT_COMMENT = re.compile(r"#\s*graphready:\s*hot\b")
@@ -116,7 +116,7 @@ class ClassInfo:
     class_attrs: dict[str, str] = field(default_factory=dict)  # `attention_cls = Attention` in the class body
     attr_alternatives: dict[str, list[str]] = field(default_factory=dict)  # other classes a branch sets
     attr_elem_alternatives: dict[str, list[str]] = field(default_factory=dict)  # `LAYER_TYPES[kind](...)`
-    # metadata attr -> [replay prep, capture prep] set only when preparing a replay (scope/replayprep.py)
+    # metadata attr -> [replay prep, capture prep] set only when preparing a replay (scope/graphprep.py)
     replay_only: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -132,7 +132,7 @@ class ModuleIndex:
     # class-like names (`Foo`, `mod.Foo`) by last part -> where they are used: (function key, line) of a call
     # `Foo(...)` in a function, ("", line) for any other use (a registry, a base class, a module-level call)
     class_uses: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
-    # metadata attributes a graph's capture preparation fills with device tensors (scope/replayprep.py)
+    # metadata attributes a graph's capture preparation fills with device tensors (scope/graphprep.py)
     captured_device_fields: set[str] = field(default_factory=set)
     parse_error: tuple[int, int, str] | None = None
 
@@ -275,7 +275,7 @@ class _ModuleIndexer:
         self.guards = guards
         self.names = ImportMap(module, is_package)
         self.tables: dict[str, list[str]] = {}  # module-level {kind: LayerClass} tables
-        self.constructors: dict[str, list[str]] = {}  # class name -> positional parameters, for replayprep
+        self.constructors: dict[str, list[str]] = {}  # class name -> positional parameters, for graphprep
         self.none_methods: set[str] = set()  # methods of the class being indexed that return None when captured
         self.one_time_flags = OneTimeFlags()  # ... and the `self` flags its methods set false once
         self.platform_guards: dict[int, tuple[Guards, Guards]] = {}  # id(guards) -> (guards, guards.platform())
