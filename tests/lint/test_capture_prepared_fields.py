@@ -1,6 +1,9 @@
-"""A metadata field the capture preparation fills with a device tensor is a device tensor in the captured
+"""What a graph's capture preparation sets, as the captured code sees it (scope/graphprep.py).
+
+A metadata field the capture preparation fills with a device tensor is a device tensor in the captured
 code, whatever its annotation says (vLLM 0.6.6: `encoder_seq_lens: Optional[List[int]]`, a CUDA tensor at
-capture, read with Python's `max` by mllama: capture failed, issues #9341 #10416, PR #14917)."""
+capture, read with Python's `max` by mllama: capture failed, issues #9341 #10416, PR #14917); fields the
+capture preparation may have set positionally through another module's class are not judged (GR604)."""
 
 from __future__ import annotations
 
@@ -58,3 +61,27 @@ def test_a_field_made_a_cuda_tensor_at_capture_is_one_in_the_captured_forward(li
 def test_a_host_list_at_capture_stays_a_host_list(lint_project):
     assert _lint(lint_project, "[1] * batch_size") == []
     assert _lint(lint_project, "torch.ones(batch_size).to(torch.int32)") == []  # a dtype, not a device
+
+
+def test_metadata_built_positionally_from_another_module_is_not_judged(lint_project):
+    """GR604 cannot name the fields of `backends.Metadata(a, b)`: it stays silent rather than guess."""
+    backend = textwrap.dedent("""
+        import torch
+
+        from pkg import backends
+
+
+        class Backend:
+            def init_forward_metadata_capture_cuda_graph(self, bs: int):
+                self.forward_metadata = backends.Metadata(self.seqlens[:bs], self.splits[: bs + 1])
+
+            def init_forward_metadata_replay_cuda_graph(self, bs: int):
+                self.forward_metadata.num_splits = self.splits[: bs + 1]
+
+            def forward_decode(self, q: torch.Tensor) -> torch.Tensor:
+                return q * self.forward_metadata.num_splits[:-1].unsqueeze(-1)
+        """)
+    metadata = "class Metadata:\n    def __init__(self, seqlens, num_splits):\n        self.num_splits = num_splits\n"
+    result = lint_project({"pkg/backend.py": backend, "pkg/backends.py": metadata},
+                          {"hot-paths": ["pkg.backend:*.forward_decode"]})
+    assert [f.rule for f in result.findings] == []

@@ -131,7 +131,8 @@ def _named_on_capture(method: ast.AST, constructors: dict[str, list[str]]) -> se
             named |= {k.arg for k in node.keywords if k.arg}
             if (name := _setattr_name(node)) is not None:
                 named.add(name)
-            callee = node.func.id if isinstance(node.func, ast.Name) else None
+            func = node.func  # `Meta(...)`, `backends.Meta(...)`: a class by its capitalised name
+            callee = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
             if node.args and callee and callee[:1].isupper():
                 if callee not in constructors:
                     return None
