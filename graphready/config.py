@@ -102,6 +102,7 @@ KNOWN_KEYS = ["profile", "hot-paths", "exclude-roots", "not-compiled", "eager-if
 LIST_KEYS = {"hot-paths": "hot_paths", "exclude-roots": "exclude_roots", "not-compiled": "not_compiled",
              "eager-if": "eager_if",
              "debug-guards": "eager_if", "captured-if": "captured_if"}
+FLAG_KEYS = {"warm-up-before-capture": "warm_up_before_capture", "one-gpu-per-process": "one_gpu_per_process"}
 
 
 def _apply_profile(config: Config, name: object) -> None:
@@ -118,10 +119,8 @@ def _apply_profile(config: Config, name: object) -> None:
     config.captured_if = list(profile.get("captured-if", []))
     if "gpu-capability" in profile:
         config.gpu_capability = _capability(profile["gpu-capability"])
-    if "warm-up-before-capture" in profile:
-        config.warm_up_before_capture = _flag("warm-up-before-capture", profile["warm-up-before-capture"])
-    if "one-gpu-per-process" in profile:
-        config.one_gpu_per_process = _flag("one-gpu-per-process", profile["one-gpu-per-process"])
+    for key in FLAG_KEYS.keys() & profile.keys():
+        setattr(config, FLAG_KEYS[key], _flag(key, profile[key]))
 
 
 def _flag(key: str, value: object) -> bool:
@@ -184,10 +183,8 @@ def parse_table(table: dict, root: Path, source: Path | None) -> Config:
             config.check_targets = _str_list(key, value)
         elif key == "gpu-capability":
             config.gpu_capability = _capability(value)
-        elif key == "warm-up-before-capture":
-            config.warm_up_before_capture = _flag(key, value)
-        elif key == "one-gpu-per-process":
-            config.one_gpu_per_process = _flag(key, value)
+        elif key in FLAG_KEYS:
+            setattr(config, FLAG_KEYS[key], _flag(key, value))
         else:
             hint = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""

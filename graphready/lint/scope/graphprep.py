@@ -37,15 +37,26 @@ def constructor_params(tree: ast.Module) -> dict[str, list[str]]:
     return params
 
 
-def replay_only_attributes(cls: ast.ClassDef, constructors: dict[str, list[str]]) -> dict[str, list[str]]:
-    """attr -> [replay method, capture method] for what the class's replay preparation sets on metadata
-    and its capture preparation does not. Empty when the class lacks either, or when the capture side
-    builds an object whose positional arguments cannot be named (a class from another module)."""
+def graph_preparation(cls: ast.ClassDef, constructors: dict[str, list[str]]) -> tuple[dict[str, list[str]], set[str]]:
+    """What the class's graph preparation methods say about its metadata: the replay-only attributes
+    (`_replay_only`) and the attributes the capture preparation fills with device tensors
+    (`meta.x = torch.full(...).cuda()`, `torch.zeros(..., device=dev)`, `.to(device)`; not `"cpu"`)."""
     methods = {s.name: s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
     roots = {kind: sorted(name for name in methods if prep_kind(name) == kind) for kind in ("capture", "replay")}
+    capture = _with_helpers(roots["capture"], methods)
+    device_fields = {t.attr for name in capture for node in ast.walk(methods[name])
+                     if isinstance(node, ast.Assign) and _device_tensor(node.value)
+                     for target in node.targets for t in _stored_attributes(target)}
+    return _replay_only(methods, roots, capture, constructors), device_fields
+
+
+def _replay_only(methods: dict[str, ast.FunctionDef], roots: dict[str, list[str]], capture: set[str],
+                 constructors: dict[str, list[str]]) -> dict[str, list[str]]:
+    """attr -> [replay method, capture method] for what the replay preparation sets on metadata and the
+    capture preparation does not. Empty when the class lacks either, or when the capture side builds an
+    object whose positional arguments cannot be named (a class from another module)."""
     if not roots["capture"] or not roots["replay"]:
         return {}
-    capture = _with_helpers(roots["capture"], methods)
     replay = _with_helpers(roots["replay"], methods) - capture
     captured: set[str] = set()
     for name in capture:
@@ -55,16 +66,6 @@ def replay_only_attributes(cls: ast.ClassDef, constructors: dict[str, list[str]]
         captured |= named
     return {attr: [roots["replay"][0], roots["capture"][0]]
             for name in sorted(replay) for attr in sorted(_set_for_replay(methods[name]) - captured)}
-
-
-def captured_device_fields(cls: ast.ClassDef) -> set[str]:
-    """Metadata attributes the capture preparation sets to a device tensor: `meta.x = torch.full(...).cuda()`,
-    `torch.zeros(..., device=dev)` or `.to(device)` (not `"cpu"`)."""
-    methods = {s.name: s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    capture = _with_helpers(sorted(name for name in methods if prep_kind(name) == "capture"), methods)
-    return {t.attr for name in capture for node in ast.walk(methods[name])
-            if isinstance(node, ast.Assign) and _device_tensor(node.value)
-            for target in node.targets for t in _stored_attributes(target)}
 
 
 def _device_tensor(value: ast.AST) -> bool:

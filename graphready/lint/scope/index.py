@@ -25,7 +25,7 @@ from graphready.lint.scope.regions import (
     returns_none, within,
 )
 from graphready.lint.scope.resolve import ImportMap
-from graphready.lint.scope.graphprep import captured_device_fields, constructor_params, replay_only_attributes
+from graphready.lint.scope.graphprep import constructor_params, graph_preparation
 from graphready.lint.inference.torchnames import HOST_NAME, TENSOR, annotation_kind
 
 HOT_COMMENT = re.compile(r"#\s*graphready:\s*hot\b")
@@ -374,8 +374,8 @@ class _ModuleIndexer:
         )
         self.index.classes[qualname] = info
         info.class_attrs = class_attributes(node.body, self.names)
-        info.replay_only = replay_only_attributes(node, self.constructors)
-        self.index.captured_device_fields |= captured_device_fields(node)
+        info.replay_only, device_fields = graph_preparation(node, self.constructors)
+        self.index.captured_device_fields |= device_fields
         for stmt in node.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
                 annotated = self.names.resolve(stmt.annotation)
