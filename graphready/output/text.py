@@ -143,7 +143,7 @@ def _scope_table(scope: dict, profile: str | None) -> Table:
     table.add_row("reached by calls from a root", str(scope.get("reached_by_calls", 0)))
     table.add_row("hot in all", str(scope.get("hot_functions", 0)), style="bold")
     table.add_row("left cold by exclude-roots", str(scope.get("excluded_by_exclude_roots", 0)), style="dim")
-    table.add_row("left cold: roots of classes this GPU never builds", str(scope.get("roots_of_classes_never_built", 0)),
+    table.add_row("left cold: roots of classes never built here", str(scope.get("roots_of_classes_never_built", 0)),
                   style="dim")
     return table
 

@@ -215,6 +215,44 @@ def build_reduces(n: int):
     assert _table(lint_project(files, NEVER_BUILT_CONFIG)) == [("pkg/reduce.py", 6, "GR201")]
 
 
+# vLLM 0.15.1 fused_moe: the same batched prepare/finalize, which nothing in the package builds, imports or
+# names (tests build it): an orphan, and so is what only it builds
+ORPHAN = dict(NEVER_BUILT, **{"pkg/select.py": """from pkg.reduce import ContiguousReduce
+
+
+def make_prepare_finalize(backend: str):
+    return ContiguousReduce()
+"""})
+
+
+def test_a_class_nothing_names_is_never_built_nor_what_only_it_builds(lint_project):
+    result = lint_project(ORPHAN, NEVER_BUILT_CONFIG)
+    assert _table(result) == []
+    assert result.scope["roots_of_classes_never_built"] == 1
+
+
+@pytest.mark.parametrize("mention", [
+    "from pkg.batched import BatchedPrepareFinalize\n",  # imported: built by code outside the linted paths
+    "REGISTRY = {'batched': 'pkg.batched.BatchedPrepareFinalize'}\n",  # a registry finds it by name
+    "ARCHS = ('batched', 'BatchedPrepareFinalize')\n",
+])
+def test_a_class_imported_or_named_in_a_string_may_be_built(lint_project, mention):
+    files = dict(ORPHAN, **{"pkg/select.py": mention + ORPHAN["pkg/select.py"]})
+    assert _table(lint_project(files, NEVER_BUILT_CONFIG)) == [("pkg/reduce.py", 6, "GR201")]
+
+
+def test_an_export_in_dunder_all_builds_nothing(lint_project):
+    files = dict(NEVER_BUILT, **{"pkg/batched.py": NEVER_BUILT["pkg/batched.py"]
+                                 + '\n__all__ = ["BatchedPrepareFinalize", "NaiveBatchedReduce"]\n'})
+    assert _table(lint_project(files, NEVER_BUILT_CONFIG)) == []
+
+
+def test_an_entry_class_nothing_names_is_built_from_the_checkpoint(lint_project):
+    """A pattern-matched class (a model a server builds from the checkpoint's `architectures`) needs no use."""
+    config = dict(NEVER_BUILT_CONFIG, **{"hot-paths": ["*:*.apply", "*:*.finalize"]})
+    assert _table(lint_project(ORPHAN, config)) == [("pkg/reduce.py", 6, "GR201")]
+
+
 def test_a_method_named_outright_is_a_root_even_if_never_built(lint_project):
     config = dict(NEVER_BUILT_CONFIG, **{"hot-paths": ["*:*.apply", "pkg.reduce:NaiveBatchedReduce.apply"]})
     assert _table(lint_project(NEVER_BUILT, config)) == [("pkg/reduce.py", 6, "GR201")]

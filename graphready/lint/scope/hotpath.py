@@ -24,7 +24,7 @@ class HotSet:
     callers: dict[str, set[str]] = field(default_factory=dict)  # function key -> who calls it hot (fan-in)
     roots: dict[str, int] = field(default_factory=dict)  # why functions are roots -> how many
     excluded: set[str] = field(default_factory=set)  # matched by exclude-roots and left cold
-    never_built: set[str] = field(default_factory=set)  # pattern roots of classes this machine never builds
+    never_built: set[str] = field(default_factory=set)  # pattern roots of classes never built here
     unwarmed: set[str] = field(default_factory=set)  # first reached from a capture with no warm-up call
     warmed: set[str] = field(default_factory=set)  # first reached from a capture after a warm-up call
     uncompiled: set[str] = field(default_factory=set)  # hot only through functions torch.compile never traces
@@ -58,23 +58,35 @@ class Project:
             for name, uses in index.class_uses.items():
                 self.class_uses.setdefault(name, []).extend(uses)
         self._never_built: dict[str, bool] = {}
+        self._entries: frozenset[str] = frozenset()
+        # class-like names other modules import: a class imported for a call, an annotation or a type check
+        # exists at run time even when its builder is outside the linted paths (a runner built by a worker)
+        self.imported_classes = {target.rsplit(".", 1)[-1] for index in modules.values()
+                                 for alias, target in index.imports.items()
+                                 if target != f"{index.module}.{alias}" and target.rsplit(".", 1)[-1][:1].isupper()}
 
-    def never_built(self, key: str) -> bool:
+    def never_built(self, key: str, entries: frozenset[str] = frozenset()) -> bool:
         """The function is a method of a class that this machine never instantiates: every use of the
         class's name is a call `Foo(...)` in a branch for another platform (`if current_platform.is_xpu():`)
-        or in a method of a class that is itself never built. Any other use (a registry, a subclass, a
-        module-level call, no use at all) counts as built."""
+        or in a method of a class that is itself never built, or nothing in the project names the class at
+        all (no other module imports it, no string a registry finds it by) and it is no entry class
+        (`entries`: classes the hot-path patterns name a method of, which a server builds from a checkpoint's
+        config): a reference implementation only tests build. Any other use (a registry, a subclass, a
+        module-level call) counts as built."""
         info = self.functions.get(key)
         if info is None or info.class_qualname is None:
             return False
+        if entries != self._entries:
+            self._entries, self._never_built = entries, {}
         return self._class_never_built(info.class_qualname)
 
     def _class_never_built(self, class_qualname: str) -> bool:
         name = class_qualname.rsplit(".", 1)[-1]  # uses are recorded by the name as written: `Foo`, `mod.Foo`
         if name not in self._never_built:
             self._never_built[name] = False  # a cycle (a class built only by itself) counts as built
-            uses = self.class_uses.get(name, [])
-            self._never_built[name] = bool(uses) and all(self._call_never_runs(key, line) for key, line in uses)
+            uses = self.class_uses.get(name)
+            self._never_built[name] = (all(self._call_never_runs(key, line) for key, line in uses) if uses
+                                       else name not in self._entries and name not in self.imported_classes)
         return self._never_built[name]
 
     def _call_never_runs(self, key: str, line: int) -> bool:
@@ -347,13 +359,17 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
             return True
         return False
 
+    matched = {key: pattern for key in project.functions
+               if (pattern := next((p for p in patterns if _matches(p, key)), None))}
+    entries = frozenset(info.class_qualname.rsplit(".", 1)[-1] for key in matched
+                        if (info := project.functions[key]).class_qualname)
     for key, info in sorted(project.functions.items()):
         if info.marked_hot and not cold(key):
             add(key, [key], "marked in code")
             continue
-        pattern = next((p for p in patterns if _matches(p, key)), None)
+        pattern = matched.get(key)
         if pattern and not project.autograd_method(key) and not cold(key):
-            if project.never_built(key) and all(_names_many(p) for p in patterns if _matches(p, key)):
+            if project.never_built(key, entries) and all(_names_many(p) for p in patterns if _matches(p, key)):
                 # dropped unless a pattern names the function outright: that is the user's say-so
                 hot.never_built.add(key)
             else:

@@ -323,6 +323,8 @@ class _ModuleIndexer:
                 name = _class_name(node)
                 if name:
                     uses.setdefault(name, []).append(("", node.lineno))
+            elif isinstance(node, ast.Constant):
+                _record_named_class(uses, node)
 
     def _platform(self, guards: Guards) -> Guards:
         """`guards.platform()`, made once per guards object (most functions share the module's)."""
@@ -332,7 +334,8 @@ class _ModuleIndexer:
 
     def _other_class_uses(self, tree: ast.Module) -> None:
         """Uses of class-like names outside function bodies: they may build the class (`REGISTRY = {"x": Foo}`,
-        `class Bar(Foo)`, a module-level `Foo()`). Annotations, imports and isinstance tests build nothing."""
+        `class Bar(Foo)`, a module-level `Foo()`, a name in a string). Annotations, imports, isinstance tests
+        and `__all__` build nothing."""
         uses = self.index.class_uses
         stack: list[ast.AST] = list(tree.body)
         while stack:
@@ -349,7 +352,9 @@ class _ModuleIndexer:
                 stack += [node.target, *filter(None, [node.value])]
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in INERT_CALLS:
                 stack += node.args[:1]
-            elif not isinstance(node, (ast.arg, ast.Import, ast.ImportFrom)):
+            elif isinstance(node, ast.Constant):
+                _record_named_class(uses, node)
+            elif not isinstance(node, (ast.arg, ast.Import, ast.ImportFrom)) and not _exports(node):
                 stack.extend(ast.iter_child_nodes(node))
 
     def _definitions(self, statements, prefix: str, class_info: ClassInfo | None) -> None:
@@ -478,6 +483,21 @@ def _class_name(node: ast.AST) -> str | None:
     """`Foo` of a `Foo` or `mod.Foo` expression (a capitalised name: what looks like a class)."""
     name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
     return name if name[:1].isupper() else None
+
+
+def _exports(node: ast.AST) -> bool:
+    """`__all__ = [...]` (or `+=`): names a module exports, which builds none of them."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+    return any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets)
+
+
+def _record_named_class(uses: dict[str, list[tuple[str, int]]], node: ast.Constant) -> None:
+    """A string that names a class (`"LlamaForCausalLM"`, `"pkg.mod.Foo"`) is a use: registries build classes
+    they find by name. Prose (a docstring, a message) names nothing."""
+    if isinstance(node.value, str) and len(node.value) < 200:
+        parts = node.value.split(".")
+        if all(part.isidentifier() for part in parts) and parts[-1][:1].isupper():
+            uses.setdefault(parts[-1], []).append(("", node.lineno))
 
 
 def _decorator_callee(node: ast.AST) -> ast.AST:
