@@ -18,7 +18,7 @@ from graphready.errors import InternalError, UsageError
 from graphready.lint.cuda import CUDA_SUFFIXES, scan_cuda
 from graphready.lint.analysis.deep import call_deep
 from graphready.lint.files import discover, module_name, relative
-from graphready.lint.scope.hotpath import HotSet, Project, _matches as matches_root, find_hot
+from graphready.lint.scope.hotpath import HotSet, Project, _matches as matches_root, find_hot, untaken_fallbacks
 from graphready.lint.scope.index import FunctionInfo, ModuleIndex, index_module
 from graphready.sourcefile import SourceText, read_source
 from graphready.lint.scope.guards import Guards
@@ -108,7 +108,7 @@ def _one_per_line(hits: list[Candidate]) -> list[Candidate]:
 
 def _without_untaken_fallbacks(info: FunctionInfo, given: set[str] | None) -> FunctionInfo:
     """`info` with its `if scale is None:` fallbacks made cold where every hot caller passes `scale`."""
-    ranges = [(start, end) for name, start, end in info.absent_regions if given and name in given]
+    ranges = untaken_fallbacks(info, given)
     return replace(info, excluded=info.excluded + ranges) if ranges else info
 
 

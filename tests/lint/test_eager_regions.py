@@ -360,6 +360,33 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
             def forward(self, x: torch.Tensor, lens: torch.Tensor):
                 return x[:, : segment_len(lens, x.shape[1])]
         """, ("segment_len(lens, x.shape[1])", "segment_len(lens, None)"), {"GR101"}),
+    # SGLang 0.5.23 MiniMax MSA decode: indices and plan are built once per forward by the backend and
+    # handed in; a harness that passes neither (or only one) builds both here, with a host read
+    "fallback for either of two optional arguments": ("""
+        def build_meta(lens: torch.Tensor):
+            total = int(lens.sum().item())
+            return torch.arange(total, device=lens.device), total
+
+        def sparse_decode(q: torch.Tensor, lens: torch.Tensor, kv_indices=None, plan=None):
+            if kv_indices is None or plan is None:
+                kv_indices, plan = build_meta(lens)
+            return q[kv_indices]
+
+        class SparseBackend:
+            def forward(self, q: torch.Tensor, lens: torch.Tensor, meta):
+                return sparse_decode(q, lens, kv_indices=meta.kv_indices, plan=meta.plan)
+        """, (", plan=meta.plan)", ")"), {"GR101"}),
+    "early return when both optional arguments are given": ("""
+        def sparse_decode(q: torch.Tensor, lens: torch.Tensor, kv_indices=None, plan=None):
+            if kv_indices is not None and plan is not None:
+                return q[kv_indices]
+            total = int(lens.sum().item())
+            return q[:total]
+
+        class SparseBackend:
+            def forward(self, q: torch.Tensor, lens: torch.Tensor, meta):
+                return sparse_decode(q, lens, meta.kv_indices, meta.plan)
+        """, ("meta.kv_indices, meta.plan)", "meta.kv_indices)"), {"GR101"}),
 }
 
 

@@ -253,3 +253,45 @@ def test_parameters_every_hot_caller_fills_with_host_mirrors_are_host(lint_proje
     assert quiet.findings == []
     loud = lint_project({"pkg/moe.py": device_caller}, table)
     assert [(f.path, f.line, f.rule) for f in loud.findings] == [("pkg/util.py", 5, "GR101")]
+
+
+def test_what_only_an_untaken_fallback_calls_is_cold_and_chains_follow_calls_made(lint_project):
+    """`if plan is None: plan = build_plan(...)` where every hot caller passes `plan`: build_plan is hot only
+    through the calls that are made, and its chain shows one of those; `pages`, which one caller leaves
+    out, keeps its fallback hot."""
+    files = {"pkg/attn.py": _src("""
+        import torch
+
+
+        def build_plan(lens: torch.Tensor):
+            return int(lens.sum().item())
+
+
+        def page_count(lens: torch.Tensor):
+            return int(lens.max().item())
+
+
+        def decode(q: torch.Tensor, lens: torch.Tensor, plan=None, pages=None):
+            if plan is None:
+                plan = build_plan(lens)
+            if pages is None:
+                pages = page_count(lens)
+            return q[:plan]
+
+
+        class Backend:
+            def forward(self, q: torch.Tensor, lens: torch.Tensor, meta):
+                return decode(q, lens, plan=meta.plan, pages=meta.pages)
+
+
+        def prepare(lens: torch.Tensor):
+            return build_plan(lens)
+
+
+        class Harness:
+            def forward(self, q: torch.Tensor, lens: torch.Tensor, meta):
+                return decode(q, lens, plan=prepare(lens))
+        """)}
+    hits = _hits(lint_project(files, {"hot-paths": ["pkg.attn:*.forward"]}))
+    assert hits == {("pkg/attn.py", 5): ["pkg.attn:Harness.forward", "pkg.attn:prepare", "pkg.attn:build_plan"],
+                    ("pkg/attn.py", 9): ["pkg.attn:Backend.forward", "pkg.attn:decode", "pkg.attn:page_count"]}

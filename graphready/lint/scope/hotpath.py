@@ -319,7 +319,7 @@ def _host_params(target: FunctionInfo, site: CallSite) -> set[str]:
 
 def _given_params(target: FunctionInfo, site: CallSite) -> set[str]:
     """The target's optional parameters (those its `absent_regions` test) that this call surely passes."""
-    optional = {name for name, _, _ in target.absent_regions}
+    optional = {name for names, _, _ in target.absent_regions for name in names.split(",")}
     skip = _positional_skip(target, site)
     given = set(site.given_keywords)
     if skip is not None:
@@ -387,6 +387,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
                 if hot.chains[target][0] == f"{key} [graph capture]":
                     (warmed_roots if target in warmed else unwarmed_roots).add(target)
     walked: set[tuple[str, str | None]] = set()
+    edges: dict[str, set[tuple[str, int]]] = {}  # callee -> (caller, line of the call)
     while queue:
         key, self_class = queue.popleft()
         if (key, self_class) in walked:
@@ -402,12 +403,14 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
                 _note_given(hot, project.functions[target], site)
                 add(target, [*hot.chains[key], target])
                 queue.append((target, target_self))
+                edges.setdefault(target, set()).add((key, site.line))
                 if target != key:
                     hot.callers.setdefault(target, set()).add(key)
     hot.host_params = {key: params for key, params in hot.host_params.items()
                        if params and len(hot.chains[key]) > 1}  # a root is also called from outside the project
     hot.given_params = {key: params for key, params in hot.given_params.items()
                         if params and len(hot.chains[key]) > 1}
+    _drop_untaken_fallback_calls(project, hot, edges)
     from_capture = {key: chain[1] for key, chain in hot.chains.items()
                     if len(chain) > 1 and chain[0].endswith("[graph capture]")}
     hot.unwarmed = {key for key, root in from_capture.items() if root in unwarmed_roots}
@@ -416,6 +419,43 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
         hot.warmed |= {key for key, chain in hot.chains.items() if not chain[0].endswith("[graph capture]")}
     hot.uncompiled = _uncompiled(hot, not_compiled or [])
     return hot
+
+
+def untaken_fallbacks(info: FunctionInfo, given: set[str] | None) -> list[tuple[int, int]]:
+    """Line ranges of `info`'s fallbacks for optional arguments (`if scale is None:`) that every hot caller
+    passes (`given`): code the graph never runs."""
+    return [(start, end) for names, start, end in info.absent_regions
+            if given and given.issuperset(names.split(","))]
+
+
+def _drop_untaken_fallback_calls(project: Project, hot: HotSet, edges: dict[str, set[tuple[str, int]]]) -> None:
+    """What only untaken fallbacks call is not hot (`if kv_indices is None: kv_indices = build_meta(...)`,
+    where every caller passes `kv_indices`): walk the calls again from the roots without those call sites,
+    keep what is still reached, and give it a chain of calls that are made."""
+    untaken = {key: ranges for key, params in hot.given_params.items()
+               if (ranges := untaken_fallbacks(project.functions[key], params))}
+    live: dict[str, list[str]] = {}
+    for callee, calls in edges.items():
+        for caller, line in calls:
+            if not any(start <= line <= end for start, end in untaken.get(caller, ())):
+                live.setdefault(caller, []).append(callee)
+    if sum(map(len, live.values())) == sum(map(len, edges.values())):
+        return
+    roots = [key for key, chain in hot.chains.items()
+             if len(chain) == 1 or (len(chain) == 2 and chain[0].endswith("[graph capture]"))]
+    chains = {key: hot.chains[key] for key in roots}
+    queue = deque(roots)
+    while queue:
+        key = queue.popleft()
+        for callee in sorted(live.get(key, ())):
+            if callee not in chains:
+                chains[callee] = [*chains[key], callee]
+                queue.append(callee)
+    hot.chains = chains
+    hot.callers = {callee: {c for c in callers if c in chains and callee in live.get(c, ())}
+                   for callee, callers in hot.callers.items() if callee in chains}
+    hot.host_params = {key: params for key, params in hot.host_params.items() if key in chains}
+    hot.given_params = {key: params for key, params in hot.given_params.items() if key in chains}
 
 
 def _uncompiled(hot: HotSet, not_compiled: list[str]) -> set[str]:

@@ -334,12 +334,21 @@ def never_run(statements: list[ast.stmt], platform: Guards, names: ImportMap) ->
     return [r for r in ranges if r]
 
 
-def _none_test(test: ast.AST, optional: set[str]) -> tuple[str, bool] | None:
-    """`(p, True)` for `p is None`, `(p, False)` for `p is not None`, where p is an optional parameter."""
+def _none_test(test: ast.AST, optional: set[str]) -> tuple[list[str], bool] | None:
+    """`([p], True)` for `p is None`, `([p], False)` for `p is not None`, where p is an optional parameter;
+    `([p, q], True)` for `p is None or q is None` and `([p, q], False)` for `p is not None and q is not
+    None` (a fallback that builds what either argument left out: `if kv_indices is None or plan is None:`)."""
+    if isinstance(test, ast.BoolOp):
+        tested = [_none_test(value, optional) for value in test.values]
+        if all(t is not None and len(t[0]) == 1 for t in tested):
+            polarity = {absent for _, absent in tested}
+            if polarity == {isinstance(test.op, ast.Or)}:
+                return [name for names, _ in tested for name in names], polarity.pop()
+        return None
     if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
             and test.left.id in optional and isinstance(test.ops[0], (ast.Is, ast.IsNot))
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
-        return test.left.id, isinstance(test.ops[0], ast.Is)
+        return [test.left.id], isinstance(test.ops[0], ast.Is)
     return None
 
 
@@ -347,7 +356,9 @@ def absent_argument_regions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> lis
     """Blocks that run only when the caller left out an argument that defaults to None: the body of
     `if scale is None:`, the `else` of `if scale is not None:`, and the rest of the block after
     `if scale is not None: return ...`. Whether they are hot depends on the callers (hotpath's
-    `given_params`): where every hot caller passes the argument, they are a fallback the graph never takes."""
+    `given_params`): where every hot caller passes the argument, they are a fallback the graph never takes.
+    A block that runs when any of several arguments is left out (`if a is None or b is None:`) is named
+    by all of them, comma-separated: it is a fallback only where the callers pass every one."""
     arguments = func.args
     positional = [*arguments.posonlyargs, *arguments.args]
     defaults = [None] * (len(positional) - len(arguments.defaults)) + list(arguments.defaults)
@@ -368,7 +379,7 @@ def absent_argument_regions(func: ast.FunctionDef | ast.AsyncFunctionDef) -> lis
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             if isinstance(stmt, ast.If) and (tested := _none_test(stmt.test, optional)):
-                name, absent = tested
+                name, absent = ",".join(tested[0]), tested[1]
                 if absent:
                     add(name, stmt.body)
                 else:
