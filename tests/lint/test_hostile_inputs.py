@@ -58,6 +58,18 @@ def plant_cache(root: Path, entries) -> None:
     cache.path.write_text(json.dumps({"format": "graphready-lint-cache", "stamp": cache.stamp, "entries": entries}))
 
 
+def none_fallbacks(nested: int, flat: int) -> str:
+    """Fallbacks for an optional argument tested `nested` parentheses deep and `flat` times in one `or`,
+    in a function every hot caller passes the argument to: both are untaken, so only dirty.py reports."""
+    deep = "a is None"
+    for _ in range(nested):
+        deep = f"(a is None or {deep})"
+    wide = " or ".join(["a is None"] * flat)
+    return ("import torch\nfrom graphready import hot_path\n\n\ndef helper(x, a=None):\n"
+            f"    if {deep}:\n        return x.item()\n    if {wide}:\n        return x.item()\n    return x\n\n\n"
+            "@hot_path\ndef step(x: torch.Tensor, m):\n    return helper(x, a=m)\n")
+
+
 def deep_elif(n: int) -> str:
     ladder = "".join(f"    elif b == {i}:\n        x = {i}\n" for i in range(1, n))
     return HOT + "    if b == 0:\n        x = 0\n" + ladder + "    return x + a.item()\n"
@@ -84,6 +96,8 @@ CASES = [
     ("2,500 terms of a + a + ... in a hot function",
      lambda r, m: write(r, "deep.py", HOT + "    return " + " + ".join(["a"] * 2500) + " + a.item()\n"),
      1, "deep.py:7:"),
+    ("optional-argument fallback 150 parentheses deep and 3,000 tests wide",
+     lambda r, m: write(r, "deep.py", none_fallbacks(150, 3000)), 1, "lint: 1 finding (1 error) in 1 file;"),
     ("2,500-branch elif ladder in a hot function", lambda r, m: write(r, "deep.py", deep_elif(2500)),
      1, "deep.py:5007:"),
     ("1,400-call method chain in a hot function",

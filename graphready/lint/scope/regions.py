@@ -340,7 +340,7 @@ def _none_test(test: ast.AST, optional: set[str]) -> tuple[list[str], bool] | No
     None` (a fallback that builds what either argument left out: `if kv_indices is None or plan is None:`)."""
     if isinstance(test, ast.BoolOp):
         tested = [_none_test(value, optional) for value in test.values]
-        if all(t is not None and len(t[0]) == 1 for t in tested):
+        if all(t is not None for t in tested):
             polarity = {absent for _, absent in tested}
             if polarity == {isinstance(test.op, ast.Or)}:
                 return [name for names, _ in tested for name in names], polarity.pop()
