@@ -452,7 +452,9 @@ def _drop_untaken_fallback_calls(project: Project, hot: HotSet, edges: dict[str,
                 chains[callee] = [*chains[key], callee]
                 queue.append(callee)
     hot.chains = chains
-    hot.callers = {callee: {c for c in callers if c in chains and callee in live.get(c, ())}
+    walked = {(caller, callee) for callee, calls in edges.items() for caller, _ in calls}
+    hot.callers = {callee: {c for c in callers  # a capture body calling its root is no walked edge: kept
+                            if (c, callee) not in walked or (c in chains and callee in live.get(c, ()))}
                    for callee, callers in hot.callers.items() if callee in chains}
     hot.host_params = {key: params for key, params in hot.host_params.items() if key in chains}
     hot.given_params = {key: params for key, params in hot.given_params.items() if key in chains}

@@ -77,7 +77,7 @@ class FunctionInfo:
     empty_when_captured: list[str] = field(default_factory=list)  # locals only filled on eager lines
     capture_bodies: list[tuple[int, int]] = field(default_factory=list)
     never_runs: list[tuple[int, int]] = field(default_factory=list)  # branches this machine never takes (`is_xpu()`)
-    absent_regions: list[tuple[str, int, int]] = field(default_factory=list)  # run only if optional params (a,b) are None
+    absent_regions: list[tuple[str, int, int]] = field(default_factory=list)  # ("a,b", lines): run if a or b is None
     mentions_graph: bool = False
     declares_global: bool = False
 
