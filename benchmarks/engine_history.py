@@ -2,8 +2,8 @@
 
 Released engines hold almost no live CUDA-graph hazards, so `engine_lint.py` can only measure precision.
 This benchmark measures recall: `benchmarks/engine_history.tsv` lists SGLang and vLLM releases that
-shipped a real CUDA-graph bug (in captured code or in the preparation of a captured step), later fixed upstream by a CUDA-graph issue or PR, with
-the buggy line as it is in the wheel. Each buggy release is downloaded once (`pip download --no-deps`,
+shipped a real CUDA-graph bug (in captured code or in the preparation of a captured step), later fixed
+upstream by a CUDA-graph issue or PR, with the buggy line as it is in the wheel. Each buggy release is downloaded once (`pip download --no-deps`,
 cached under ~/.cache/graphready-bench/ like `engine_lint.py`), the case's prefixes are unpacked with the
 engine's shipped profile (`profile = "sglang"` / `"vllm"`) and linted, and every case is reported as
 flagged (a finding that starts inside the statement's line span, with its rule and severity) or not.
