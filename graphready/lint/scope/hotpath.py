@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from graphready.lint.scope.attrtypes import looks_like_class
 from graphready.lint.scope.index import CallSite, ClassInfo, FunctionInfo, ModuleIndex
 from graphready.lint.scope.guards import is_glob
 from graphready.lint.scope.regions import within
@@ -63,7 +64,7 @@ class Project:
         # exists at run time even when its builder is outside the linted paths (a runner built by a worker)
         self.imported_classes = {target.rsplit(".", 1)[-1] for index in modules.values()
                                  for alias, target in index.imports.items()
-                                 if target != f"{index.module}.{alias}" and target.rsplit(".", 1)[-1][:1].isupper()}
+                                 if target != f"{index.module}.{alias}" and looks_like_class(target)}
 
     def never_built(self, key: str, entries: frozenset[str] = frozenset()) -> bool:
         """The function is a method of a class that this machine never instantiates: every use of the
@@ -76,7 +77,7 @@ class Project:
         info = self.functions.get(key)
         if info is None or info.class_qualname is None:
             return False
-        if entries != self._entries:
+        if entries is not self._entries:  # find_hot passes one set for all its roots: the memo holds for it
             self._entries, self._never_built = entries, {}
         return self._class_never_built(info.class_qualname)
 
@@ -434,12 +435,15 @@ def _drop_untaken_fallback_calls(project: Project, hot: HotSet, edges: dict[str,
     keep what is still reached, and give it a chain of calls that are made."""
     untaken = {key: ranges for key, params in hot.given_params.items()
                if (ranges := untaken_fallbacks(project.functions[key], params))}
-    live: dict[str, list[str]] = {}
+    live: dict[str, set[str]] = {}  # caller -> what it calls from lines that run
+    dropped = False
     for callee, calls in edges.items():
         for caller, line in calls:
-            if not any(start <= line <= end for start, end in untaken.get(caller, ())):
-                live.setdefault(caller, []).append(callee)
-    if sum(map(len, live.values())) == sum(map(len, edges.values())):
+            if any(start <= line <= end for start, end in untaken.get(caller, ())):
+                dropped = True
+            else:
+                live.setdefault(caller, set()).add(callee)
+    if not dropped:
         return
     roots = [key for key, chain in hot.chains.items()
              if len(chain) == 1 or (len(chain) == 2 and chain[0].endswith("[graph capture]"))]

@@ -496,7 +496,7 @@ def _record_named_class(uses: dict[str, list[tuple[str, int]]], node: ast.Consta
     they find by name. Prose (a docstring, a message) names nothing."""
     if isinstance(node.value, str) and len(node.value) < 200:
         parts = node.value.split(".")
-        if all(part.isidentifier() for part in parts) and parts[-1][:1].isupper():
+        if all(part.isidentifier() for part in parts) and looks_like_class(node.value):
             uses.setdefault(parts[-1], []).append(("", node.lineno))
 
 
