@@ -70,6 +70,13 @@ def none_fallbacks(nested: int, flat: int) -> str:
             "@hot_path\ndef step(x: torch.Tensor, m):\n    return helper(x, a=m)\n")
 
 
+def deep_branch_test(n: int) -> str:
+    """A hot call under `if not not ... flag:`, `n` deep: too deep to print, so its chain shows `[if …]`."""
+    return ("import torch\nfrom graphready import hot_path\n\n\ndef helper(x):\n    return x.item()\n\n\n"
+            f"@hot_path\ndef step(x: torch.Tensor, flag: bool):\n    if {'not ' * n}flag:\n"
+            "        return helper(x)\n    return x\n")
+
+
 def deep_elif(n: int) -> str:
     ladder = "".join(f"    elif b == {i}:\n        x = {i}\n" for i in range(1, n))
     return HOT + "    if b == 0:\n        x = 0\n" + ladder + "    return x + a.item()\n"
@@ -98,6 +105,8 @@ CASES = [
      1, "deep.py:7:"),
     ("optional-argument fallback 150 parentheses deep and 3,000 tests wide",
      lambda r, m: write(r, "deep.py", none_fallbacks(150, 3000)), 1, "lint: 1 finding (1 error) in 1 file;"),
+    ("a hot call under a branch test 2,000 `not`s deep",
+     lambda r, m: [write(r, "deep.py", deep_branch_test(2000)), ["--show-chain"]][1], 1, "deep:helper [if …]"),
     ("2,500-branch elif ladder in a hot function", lambda r, m: write(r, "deep.py", deep_elif(2500)),
      1, "deep.py:5007:"),
     ("1,400-call method chain in a hot function",

@@ -294,4 +294,88 @@ def test_what_only_an_untaken_fallback_calls_is_cold_and_chains_follow_calls_mad
         """)}
     hits = _hits(lint_project(files, {"hot-paths": ["pkg.attn:*.forward"]}))
     assert hits == {("pkg/attn.py", 5): ["pkg.attn:Harness.forward", "pkg.attn:prepare", "pkg.attn:build_plan"],
-                    ("pkg/attn.py", 9): ["pkg.attn:Backend.forward", "pkg.attn:decode", "pkg.attn:page_count"]}
+                    ("pkg/attn.py", 9): ["pkg.attn:Backend.forward", "pkg.attn:decode", "pkg.attn:page_count [if pages is None]"]}
+
+
+def test_chains_show_the_branch_tests_their_calls_sit_under(lint_project):
+    """A call made in a branch carries its test (the else of a comparison as the opposite comparison, an elif
+    with the tests before it) and a call made on every step carries none, so a finding behind a configuration
+    choice says which one."""
+    files = {"pkg/rope.py": _src("""
+        import torch
+
+
+        class Rope(torch.nn.Module):
+            def dynamic_update(self, positions: torch.Tensor):
+                return int(positions.max().item())
+
+            def default(self, positions: torch.Tensor):
+                return positions.nonzero()
+
+            def scaled(self, positions: torch.Tensor):
+                return positions.tolist()
+
+            def always(self, positions: torch.Tensor):
+                torch.cuda.synchronize()
+
+            def forward(self, positions: torch.Tensor):
+                self.always(positions)
+                if "dynamic" in self.rope_type:
+                    self.dynamic_update(positions)
+                else:
+                    self.default(positions)
+                if self.mode == "a":
+                    pass
+                elif self.factor is not None:
+                    if not self.cached:
+                        self.scaled(positions)
+                return positions
+        """)}
+    hits = _hits(lint_project(files, {"hot-paths": ["pkg.rope:Rope.forward"]}))
+    root = "pkg.rope:Rope.forward"
+    assert hits == {
+        ("pkg/rope.py", 6): [root, "pkg.rope:Rope.dynamic_update [if 'dynamic' in self.rope_type]"],
+        ("pkg/rope.py", 9): [root, "pkg.rope:Rope.default [if 'dynamic' not in self.rope_type]"],
+        ("pkg/rope.py", 12): [root, "pkg.rope:Rope.scaled [if self.mode != 'a' and self.factor is not None"
+                                    " and not self.cached]"],
+        ("pkg/rope.py", 15): [root, "pkg.rope:Rope.always"],
+    }
+
+
+def test_a_capture_body_chain_shows_the_branch_its_call_sits_under(lint_project):
+    files = {"pkg/run.py": _src("""
+        import torch
+
+
+        class Runner:
+            def step(self, x: torch.Tensor):
+                return x.nonzero()
+
+            def capture(self, x: torch.Tensor):
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    if self.use_step:
+                        self.step(x)
+                return graph
+        """)}
+    hits = _hits(lint_project(files, {}))
+    assert hits[("pkg/run.py", 6)] == ["pkg.run:Runner.capture [graph capture]", "pkg.run:Runner.step [if self.use_step]"]
+
+
+def test_a_long_branch_test_is_cut_in_the_chain(lint_project):
+    files = {"pkg/run.py": _src("""
+        import torch
+
+
+        def helper(x: torch.Tensor):
+            return x.nonzero()
+
+
+        def step(x: torch.Tensor, config):
+            if config.model_type in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3"):
+                return helper(x)
+            return x
+        """)}
+    step = _hits(lint_project(files, {"hot-paths": ["pkg.run:step"]}))[("pkg/run.py", 5)][1]
+    assert step == "pkg.run:helper [if config.model_type in ('llama', 'mistral', 'qwen2', 'qwen3', 'gemma', 'g…]"
+    assert len(step) - len("pkg.run:helper [if ]") == 72

@@ -22,6 +22,7 @@ AUTOGRAD_FUNCTION = "torch.autograd.Function"
 @dataclass
 class HotSet:
     chains: dict[str, list[str]] = field(default_factory=dict)  # function key -> root..function
+    via: dict[str, int] = field(default_factory=dict)  # function key -> line of the call its chain makes
     callers: dict[str, set[str]] = field(default_factory=dict)  # function key -> who calls it hot (fan-in)
     roots: dict[str, int] = field(default_factory=dict)  # why functions are roots -> how many
     excluded: set[str] = field(default_factory=set)  # matched by exclude-roots and left cold
@@ -347,9 +348,11 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
     queue: deque[tuple[str, str | None]] = deque()  # (function, runtime class of its self)
     exclude = exclude or []
 
-    def add(key: str, chain: list[str], why: str | None = None) -> None:
+    def add(key: str, chain: list[str], why: str | None = None, line: int | None = None) -> None:
         if key not in hot.chains:
             hot.chains[key] = chain
+            if line is not None:
+                hot.via[key] = line
             queue.append((key, None))
             if why:
                 hot.roots[why] = hot.roots.get(why, 0) + 1
@@ -382,7 +385,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
         warmed = {project.resolve_call(info, site) for site in info.calls if not site.capture} if captured else set()
         for site, target in captured:
             if target:
-                add(target, [f"{key} [graph capture]", target], "graph capture bodies")
+                add(target, [f"{key} [graph capture]", target], "graph capture bodies", site.line)
                 _note_given(hot, project.functions[target], site)
                 hot.callers.setdefault(target, set()).add(key)
                 if hot.chains[target][0] == f"{key} [graph capture]":
@@ -402,7 +405,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
                 passed_host = _host_params(project.functions[target], site)
                 hot.host_params[target] = hot.host_params.get(target, passed_host) & passed_host
                 _note_given(hot, project.functions[target], site)
-                add(target, [*hot.chains[key], target])
+                add(target, [*hot.chains[key], target], line=site.line)
                 queue.append((target, target_self))
                 edges.setdefault(target, set()).add((key, site.line))
                 if target != key:
@@ -435,27 +438,30 @@ def _drop_untaken_fallback_calls(project: Project, hot: HotSet, edges: dict[str,
     keep what is still reached, and give it a chain of calls that are made."""
     untaken = {key: ranges for key, params in hot.given_params.items()
                if (ranges := untaken_fallbacks(project.functions[key], params))}
-    live: dict[str, set[str]] = {}  # caller -> what it calls from lines that run
+    live: dict[str, dict[str, int]] = {}  # caller -> what it calls from lines that run -> first such line
     dropped = False
     for callee, calls in edges.items():
         for caller, line in calls:
             if any(start <= line <= end for start, end in untaken.get(caller, ())):
                 dropped = True
             else:
-                live.setdefault(caller, set()).add(callee)
+                callees = live.setdefault(caller, {})
+                callees[callee] = min(line, callees.get(callee, line))
     if not dropped:
         return
     roots = [key for key, chain in hot.chains.items()
              if len(chain) == 1 or (len(chain) == 2 and chain[0].endswith("[graph capture]"))]
     chains = {key: hot.chains[key] for key in roots}
+    via = {key: line for key, line in hot.via.items() if key in chains}
     queue = deque(roots)
     while queue:
         key = queue.popleft()
-        for callee in sorted(live.get(key, ())):
+        for callee, line in sorted(live.get(key, {}).items()):
             if callee not in chains:
                 chains[callee] = [*chains[key], callee]
+                via[callee] = line
                 queue.append(callee)
-    hot.chains = chains
+    hot.chains, hot.via = chains, via
     walked = {(caller, callee) for callee, calls in edges.items() for caller, _ in calls}
     hot.callers = {callee: {c for c in callers  # a capture body calling its root is no walked edge: kept
                             if (c, callee) not in walked or (c in chains and callee in live.get(c, ()))}

@@ -1,0 +1,88 @@
+"""The branch tests a hot call sits under, so a finding's chain says when its code runs.
+
+Most findings an engineer dismisses on real engines sit behind a branch a configuration decides (`if
+"dynamic" in self.rope_type:`, `if out is None:` after a fused kernel): the code is hot as written, but
+whether a given deployment takes it is known only to its owner. Printing the tests along the chain turns
+that question into one look at the finding. Only the few files a finding's chain passes through are
+parsed, once each, after the lint, so the index and its cache carry none of this.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+
+from graphready.lint.analysis.deep import python_limits
+from graphready.lint.scope.index import FunctionInfo
+
+MAX_TEST = 72  # characters of one test shown; longer ones are cut
+
+
+OPPOSITES = {ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.Eq: ast.NotEq,
+             ast.NotEq: ast.Eq}
+
+
+def _negated(test: ast.AST) -> ast.AST:
+    """`not test`, written as a reader would: `x is not None` for `x is None`, `flag` for `not flag`."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in OPPOSITES:
+        return ast.Compare(test.left, [OPPOSITES[type(test.ops[0])]()], test.comparators)
+    return ast.UnaryOp(ast.Not(), test)
+
+
+def _shown(test: ast.AST, holds: bool) -> str:
+    try:
+        text = " ".join(ast.unparse(test if holds else _negated(test)).split())
+    except RecursionError:  # a test nested deeper than the default limit (valid Python goes to ~3000)
+        text = "…"
+    return text if len(text) <= MAX_TEST else text[:MAX_TEST - 1] + "…"
+
+
+def _tests_at(statements: list[ast.stmt], line: int) -> list[str]:
+    """The tests of the `if`/`elif`/`else` blocks around `line`, outermost first."""
+    for stmt in statements:
+        if not stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            continue
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return []
+        if isinstance(stmt, ast.If):
+            for block, holds in ((stmt.body, True), (stmt.orelse, False)):
+                if block and block[0].lineno <= line <= (block[-1].end_lineno or block[-1].lineno):
+                    return [_shown(stmt.test, holds), *_tests_at(block, line)]
+            return []
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            nested = getattr(stmt, name, None) or []
+            inner = [getattr(n, "body", n) for n in nested] if name in ("handlers", "cases") else [nested]
+            for block in inner:
+                found = _tests_at(block, line)
+                if found:
+                    return found
+        return []
+    return []
+
+
+class BranchTests:
+    """The tests guarding a line of a function, from the module sources of one lint run."""
+
+    def __init__(self, texts: dict[str, str]):
+        self.texts = texts  # module -> source
+        self.functions: dict[str, dict[int, ast.FunctionDef | ast.AsyncFunctionDef]] = {}  # module -> def line -> node
+
+    def _functions(self, module: str) -> dict[int, ast.FunctionDef | ast.AsyncFunctionDef]:
+        if module not in self.functions:
+            text = self.texts.get(module)
+            try:
+                with warnings.catch_warnings(), python_limits():
+                    warnings.simplefilter("ignore")
+                    tree = ast.parse(text) if text is not None else None
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = None
+            self.functions[module] = {node.lineno: node for node in ast.walk(tree) if
+                                      isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))} if tree else {}
+        return self.functions[module]
+
+    def at(self, info: FunctionInfo, line: int) -> list[str]:
+        """The tests of the branches of `info` that hold `line` (`not (...)` for an `else`)."""
+        node = self._functions(info.key.split(":", 1)[0]).get(info.lineno)
+        return _tests_at(node.body, line) if node else []
