@@ -1,7 +1,8 @@
 """How fast is `graphready lint` on a large real code base?
 
-By default the tree is the model code of the `sglang` wheel (`sglang/srt/models/`, downloaded once
-with `pip download sglang --no-deps` and cached under ~/.cache/graphready-bench/), cut to the
+By default the tree is the model code of the pinned `sglang` wheel (`sglang/srt/models/` of
+SGLANG_PIN, downloaded once with `pip download --no-deps` and cached under ~/.cache/graphready-bench/,
+which the engine benchmarks share: a pin keeps the numbers comparable whatever else is cached), cut to the
 first --max-lines lines in path order and linted with every `forward` method as a hot root. Each run is
 a fresh `python -m graphready.cli lint` process timed by the wall clock: cold (--no-cache) and warm
 (after a run that fills the cache), with each -j value.
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CACHE_DIR = Path.home() / ".cache" / "graphready-bench"
+SGLANG_PIN = "0.5.23"
 SGLANG_PREFIX = "sglang/srt/models/"  # model code: the kind of tree graphready is for
 REPO_ROOT = Path(__file__).resolve().parents[1]  # lint runs from here, so a checkout works uninstalled
 SOURCE_SUFFIXES = (".py", ".cu", ".cuh")
@@ -51,19 +53,20 @@ class Timing:
 
 
 def sglang_wheel(cache_dir: Path) -> Path:
-    """The cached sglang wheel, downloading it the first time."""
+    """The cached sglang wheel of SGLANG_PIN, downloading it the first time."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    wheels = sorted(cache_dir.glob("sglang-*.whl"))
+    pattern = f"sglang-{SGLANG_PIN}-*.whl"
+    wheels = sorted(cache_dir.glob(pattern))
     if not wheels:
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "sglang", "--no-deps", "-d", str(cache_dir)],
+            [sys.executable, "-m", "pip", "download", f"sglang=={SGLANG_PIN}", "--no-deps", "-d", str(cache_dir)],
             capture_output=True,
             text=True,
         )
-        wheels = sorted(cache_dir.glob("sglang-*.whl"))
+        wheels = sorted(cache_dir.glob(pattern))
         if proc.returncode != 0 or not wheels:
-            raise BenchError(f"could not download the sglang wheel:\n{proc.stderr.strip()}")
-    return wheels[-1]
+            raise BenchError(f"could not download the sglang {SGLANG_PIN} wheel:\n{proc.stderr.strip()}")
+    return wheels[0]
 
 
 def budgeted(sources: list[tuple[str, bytes]], prefix: str, max_lines: int) -> list[tuple[str, bytes]]:

@@ -67,22 +67,30 @@ class BranchTests:
 
     def __init__(self, texts: dict[str, str]):
         self.texts = texts  # module -> source
-        self.functions: dict[str, dict[int, ast.FunctionDef | ast.AsyncFunctionDef]] = {}  # module -> def line -> node
+        self.lines: dict[str, list[str]] = {}
+        self.bodies: dict[str, list[ast.stmt]] = {}  # function key -> its statements, lines as in the file
 
-    def _functions(self, module: str) -> dict[int, ast.FunctionDef | ast.AsyncFunctionDef]:
-        if module not in self.functions:
-            text = self.texts.get(module)
+    def _body(self, info: FunctionInfo) -> list[ast.stmt]:
+        """The function's statements, parsed from its own lines only: the chains of a run pass through a
+        few functions of many files, and parsing whole files would cost a warm run more than the lint."""
+        if info.key not in self.bodies:
+            module = info.key.split(":", 1)[0]
+            if module not in self.lines:
+                self.lines[module] = self.texts.get(module, "").splitlines()
+            lines = self.lines[module][info.first_line - 1:info.end_lineno]
+            indented = bool(lines) and lines[0][:1].isspace()
+            source = "\n".join(["if 1:", *lines] if indented else lines)  # a method's lines keep their indent
             try:
                 with warnings.catch_warnings(), python_limits():
                     warnings.simplefilter("ignore")
-                    tree = ast.parse(text) if text is not None else None
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                tree = None
-            self.functions[module] = {node.lineno: node for node in ast.walk(tree) if
-                                      isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))} if tree else {}
-        return self.functions[module]
+                    tree = ast.parse(source)
+                ast.increment_lineno(tree, info.first_line - 1 - indented)
+                node = tree.body[0].body[0] if indented else tree.body[0]
+                self.bodies[info.key] = node.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+            except (SyntaxError, ValueError, RecursionError, MemoryError, IndexError, AttributeError):
+                self.bodies[info.key] = []
+        return self.bodies[info.key]
 
     def at(self, info: FunctionInfo, line: int) -> list[str]:
         """The tests of the branches of `info` that hold `line` (`not (...)` for an `else`)."""
-        node = self._functions(info.key.split(":", 1)[0]).get(info.lineno)
-        return _tests_at(node.body, line) if node else []
+        return _tests_at(self._body(info), line)
