@@ -9,7 +9,8 @@ release of each engine plus the older releases that `engine_history.py` uses (th
 real bugs). Precision comes from `benchmarks/engine_labels.tsv`: findings an inference engineer read
 and labelled TRUE (a real CUDA-graph hazard on a captured path) or FALSE, with a one-line reason; it is
 printed per tree, over all findings, and over distinct statements (a line that several releases ship
-counts once). Every TRUE label must still be reported (recall on labelled hazards).
+counts once), and apart for findings whose hot chain has a step made inside a branch (`[if ...]`) and
+for the rest. Every TRUE label must still be reported (recall on labelled hazards).
 
     python benchmarks/engine_lint.py                      # every pinned tree, shipped profiles
     python benchmarks/engine_lint.py --latest             # only the current release of each engine
@@ -161,10 +162,13 @@ def print_run(engine: Engine, doc: dict, seconds: float, files: int, lines: int)
 def precision(runs: dict[str, dict], labels: dict) -> None:
     """Runs are keyed by tree (`sglang==0.5.23`); so are the labels' `engine` column."""
     rows_seen: list[dict] = []
+    branched: Counter[tuple[bool, str]] = Counter()  # (a step of the chain is made in a branch, label)
     current = {key(tree, f) for tree, doc in runs.items() for f in gating(doc["findings"])}
     for tree, doc in runs.items():
         rows = [labels[key(tree, f)] for f in gating(doc["findings"]) if key(tree, f) in labels]
         rows_seen += rows
+        branched.update((any(" [if " in step for step in f.get("hot_chain", [])), labels[key(tree, f)]["label"])
+                        for f in gating(doc["findings"]) if key(tree, f) in labels)
         true = sum(row["label"] == "TRUE" for row in rows)
         share = f"{true / len(rows):.0%}" if rows else "n/a"
         print(f"precision {tree}: {true}/{len(rows)} labelled error/warning findings are real hazards ({share})")
@@ -178,6 +182,9 @@ def precision(runs: dict[str, dict], labels: dict) -> None:
         hits = sum(label == "TRUE" for label in distinct.values())
         print(f"precision over distinct statements (a line shipped by several releases once): "
               f"{hits}/{len(distinct)} = {hits / len(distinct):.1%}")
+        for under, what in ((True, "behind a branch test (a chain step shows `[if ...]`)"),
+                            (False, "on calls made every time (no test in the chain)")):
+            print(f"real hazards {what}: {branched[(under, 'TRUE')]}/{branched[(under, 'TRUE')] + branched[(under, 'FALSE')]}")
         by_rule = Counter((row["rule"], row["label"]) for row in rows_seen)
         print("per rule (real/labelled): " + ", ".join(
             f"{rule} {by_rule[(rule, 'TRUE')]}/{by_rule[(rule, 'TRUE')] + by_rule[(rule, 'FALSE')]}"

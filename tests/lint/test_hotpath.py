@@ -318,6 +318,7 @@ def test_chains_show_the_branch_tests_their_calls_sit_under(lint_project):
             def always(self, positions: torch.Tensor):
                 torch.cuda.synchronize()
 
+            @torch.no_grad()
             def forward(self, positions: torch.Tensor):
                 self.always(positions)
                 if "dynamic" in self.rope_type:
