@@ -3,8 +3,8 @@
 Most findings an engineer dismisses on real engines sit behind a branch a configuration decides (`if
 "dynamic" in self.rope_type:`, `if out is None:` after a fused kernel): the code is hot as written, but
 whether a given deployment takes it is known only to its owner. Printing the tests along the chain turns
-that question into one look at the finding. Only the few files a finding's chain passes through are
-parsed, once each, after the lint, so the index and its cache carry none of this.
+that question into one look at the finding. Only the functions a finding's chain passes through are
+parsed, once each and from their own lines, after the lint, so the index and its cache carry none of this.
 """
 
 from __future__ import annotations
@@ -92,5 +92,5 @@ class BranchTests:
         return self.bodies[info.key]
 
     def at(self, info: FunctionInfo, line: int) -> list[str]:
-        """The tests of the branches of `info` that hold `line` (`not (...)` for an `else`)."""
+        """The tests of the branches of `info` that hold `line`, negated for an `else`."""
         return _tests_at(self._body(info), line)
