@@ -113,18 +113,6 @@ def _without_untaken_fallbacks(info: FunctionInfo, given: set[str] | None) -> Fu
     return replace(info, excluded=info.excluded + ranges) if ranges else info
 
 
-def _with_branch_tests(chain: list[str], hot: HotSet, project: Project, tests: BranchTests) -> list[str]:
-    """The chain with the branch tests each call in it sits under: `mod:Rope._update [if "dynamic" in
-    self.rope_type]` says the step runs only for the configurations that pass the test."""
-    shown = chain[:1]
-    for caller, callee in zip(chain, chain[1:]):
-        info = project.functions.get(caller.removesuffix(" [graph capture]"))
-        line = hot.via.get(callee)
-        held = tests.at(info, line) if info is not None and line is not None else []
-        shown.append(f"{callee} [if {' and '.join(held)}]" if held else callee)
-    return shown
-
-
 def _class_fields(project: Project) -> dict[str, dict[str, str]]:
     """Annotated class fields (`seq_lens: torch.Tensor` in a metadata dataclass) for every class,
     bases first, so `meta.seq_lens` has a kind wherever `meta: AttnMetadata` is a parameter."""
@@ -191,9 +179,8 @@ class LintRun:
                 candidates.setdefault(source.rel, []).append(
                     Candidate(PARSE_ERROR, line, column, line, column, f"cannot parse: {message}", ""))
         self.cache.save()
-        tests = BranchTests({indexes[s.rel].module: s.text for s in python})
-        findings = [self._finding(rel, c, hot, project, tests)
-                    for rel, hits in candidates.items() for c in _one_per_line(hits)]
+        chains = BranchTests({indexes[s.rel].module: s.text for s in python}, hot, project)
+        findings = [self._finding(rel, c, hot, chains) for rel, hits in candidates.items() for c in _one_per_line(hits)]
         findings = [f for f in findings if self._enabled(f.rule, f.path)]
         texts = {s.rel: s.text for s in sources if s.requested}
         findings, suppressed = self._suppress(findings, texts)
@@ -301,13 +288,11 @@ class LintRun:
         return results
 
     # -- findings ----------------------------------------------------------------------------
-    def _finding(self, rel: str, hit: Candidate, hot: HotSet, project: Project, tests: BranchTests) -> Finding:
+    def _finding(self, rel: str, hit: Candidate, hot: HotSet, chains: BranchTests) -> Finding:
         doc = self.catalog.get(hit.rule)
-        chain = hot.chains.get(hit.function)
+        chain = chains.chain(hit.function) if hit.function in hot else None
         if chain is None and hit.function:
             chain = [f"{hit.function} [capture site]"]
-        elif chain is not None:
-            chain = _with_branch_tests(chain, hot, project, tests)
         return Finding(
             path=rel, line=hit.line, column=hit.column, end_line=hit.end_line, end_column=hit.end_column,
             rule=hit.rule, name=doc.name if doc else hit.rule,

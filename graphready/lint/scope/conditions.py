@@ -13,7 +13,9 @@ import ast
 import warnings
 
 from graphready.lint.analysis.deep import python_limits
+from graphready.lint.scope.hotpath import CAPTURE_STEP, HotSet, Project
 from graphready.lint.scope.index import FunctionInfo
+from graphready.lint.scope.regions import nested_blocks
 
 MAX_TEST = 72  # characters of one test shown; longer ones are cut
 
@@ -51,24 +53,34 @@ def _tests_at(statements: list[ast.stmt], line: int) -> list[str]:
                 if block and block[0].lineno <= line <= (block[-1].end_lineno or block[-1].lineno):
                     return [_shown(stmt.test, holds), *_tests_at(block, line)]
             return []
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
-            nested = getattr(stmt, name, None) or []
-            inner = [getattr(n, "body", n) for n in nested] if name in ("handlers", "cases") else [nested]
-            for block in inner:
-                found = _tests_at(block, line)
-                if found:
-                    return found
-        return []
+        bodies, handlers = nested_blocks(stmt)
+        return next((found for block in bodies + handlers if (found := _tests_at(block, line))), [])
     return []
 
 
 class BranchTests:
-    """The tests guarding a line of a function, from the module sources of one lint run."""
+    """Hot chains with the branch tests their calls sit under, from the module sources of one lint run."""
 
-    def __init__(self, texts: dict[str, str]):
+    def __init__(self, texts: dict[str, str], hot: HotSet, project: Project):
         self.texts = texts  # module -> source
+        self.hot, self.project = hot, project
         self.lines: dict[str, list[str]] = {}
         self.bodies: dict[str, list[ast.stmt]] = {}  # function key -> its statements, lines as in the file
+        self.chains: dict[str, list[str]] = {}  # hot function -> its chain as shown
+
+    def chain(self, key: str) -> list[str]:
+        """The hot chain of `key`, each step made inside a branch followed by its tests: `mod:Rope._update
+        [if 'dynamic' in self.rope_type]` says the step runs only for the configurations that pass them."""
+        if key not in self.chains:
+            chain = self.hot.chains[key]
+            shown = chain[:1]
+            for caller, callee in zip(chain, chain[1:]):
+                info = self.project.functions.get(caller.removesuffix(CAPTURE_STEP))
+                line = self.hot.via.get(callee)
+                held = _tests_at(self._body(info), line) if info is not None and line is not None else []
+                shown.append(f"{callee} [if {' and '.join(held)}]" if held else callee)
+            self.chains[key] = shown
+        return self.chains[key]
 
     def _body(self, info: FunctionInfo) -> list[ast.stmt]:
         """The function's statements, parsed from its own lines only: the chains of a run pass through a
@@ -90,7 +102,3 @@ class BranchTests:
             except (SyntaxError, ValueError, RecursionError, MemoryError, IndexError, AttributeError):
                 self.bodies[info.key] = []
         return self.bodies[info.key]
-
-    def at(self, info: FunctionInfo, line: int) -> list[str]:
-        """The tests of the branches of `info` that hold `line`, negated for an `else`."""
-        return _tests_at(self._body(info), line)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 
+from graphready.lint.scope.attrtypes import is_name, self_attr
+
 
 def prep_kind(method: str) -> str | None:
     """"capture" / "replay" for a method that prepares a graph's inputs, by its name."""
@@ -96,21 +98,17 @@ def _with_helpers(names: list[str], methods: dict[str, ast.FunctionDef]) -> set[
     seen, todo = set(names), list(names)
     while todo:
         for node in ast.walk(methods[todo.pop()]):
-            callee = node.func.attr if isinstance(node, ast.Call) and _on_self(node.func) else None
+            callee = self_attr(node.func) if isinstance(node, ast.Call) else None
             if callee in methods and callee not in seen and prep_kind(callee) is None:
                 seen.add(callee)
                 todo.append(callee)
     return seen
 
 
-def _on_self(node: ast.AST) -> bool:
-    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
-
-
 def _stored_attributes(node: ast.AST) -> list[ast.Attribute]:
     """`meta.x = ...` targets, not the backend's own `self.x` (its state, not the metadata)."""
     return [t for t in ast.walk(node) if isinstance(t, ast.Attribute) and isinstance(t.ctx, ast.Store)
-            and not (isinstance(t.value, ast.Name) and t.value.id == "self")]
+            and not is_name(t.value, "self")]
 
 
 def _setattr_name(node: ast.AST) -> str | None:

@@ -16,6 +16,7 @@ from graphready.lint.scope.guards import is_glob
 from graphready.lint.scope.regions import within
 
 MAX_ALIAS_DEPTH = 8
+CAPTURE_STEP = " [graph capture]"  # the first step of a chain that starts in a capture body: "<function> [graph capture]"
 AUTOGRAD_FUNCTION = "torch.autograd.Function"
 
 
@@ -385,10 +386,10 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
         warmed = {project.resolve_call(info, site) for site in info.calls if not site.capture} if captured else set()
         for site, target in captured:
             if target:
-                add(target, [f"{key} [graph capture]", target], "graph capture bodies", site.line)
+                add(target, [f"{key}{CAPTURE_STEP}", target], "graph capture bodies", site.line)
                 _note_given(hot, project.functions[target], site)
                 hot.callers.setdefault(target, set()).add(key)
-                if hot.chains[target][0] == f"{key} [graph capture]":
+                if hot.chains[target][0] == f"{key}{CAPTURE_STEP}":
                     (warmed_roots if target in warmed else unwarmed_roots).add(target)
     walked: set[tuple[str, str | None]] = set()
     edges: dict[str, set[tuple[str, int]]] = {}  # callee -> (caller, line of the call)
@@ -416,11 +417,11 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
                         if params and len(hot.chains[key]) > 1}
     _drop_untaken_fallback_calls(project, hot, edges)
     from_capture = {key: chain[1] for key, chain in hot.chains.items()
-                    if len(chain) > 1 and chain[0].endswith("[graph capture]")}
+                    if len(chain) > 1 and chain[0].endswith(CAPTURE_STEP)}
     hot.unwarmed = {key for key, root in from_capture.items() if root in unwarmed_roots}
     hot.warmed = {key for key, root in from_capture.items() if root in warmed_roots}
     if warm_up_before_capture:
-        hot.warmed |= {key for key, chain in hot.chains.items() if not chain[0].endswith("[graph capture]")}
+        hot.warmed |= {key for key, chain in hot.chains.items() if not chain[0].endswith(CAPTURE_STEP)}
     hot.uncompiled = _uncompiled(hot, not_compiled or [])
     return hot
 
@@ -450,7 +451,7 @@ def _drop_untaken_fallback_calls(project: Project, hot: HotSet, edges: dict[str,
     if not dropped:
         return
     roots = [key for key, chain in hot.chains.items()
-             if len(chain) == 1 or (len(chain) == 2 and chain[0].endswith("[graph capture]"))]
+             if len(chain) == 1 or (len(chain) == 2 and chain[0].endswith(CAPTURE_STEP))]
     chains = {key: hot.chains[key] for key in roots}
     via = {key: line for key, line in hot.via.items() if key in chains}
     queue = deque(roots)
@@ -481,7 +482,7 @@ def _uncompiled(hot: HotSet, not_compiled: list[str]) -> set[str]:
             callees.setdefault(caller, set()).add(callee)
     skipped = {key for key in hot.chains if _excluded(not_compiled, key)}
     traced = {key for key, chain in hot.chains.items() if key not in skipped
-              and (len(chain) == 1 or (len(chain) == 2 and chain[0].endswith("[graph capture]")))}
+              and (len(chain) == 1 or (len(chain) == 2 and chain[0].endswith(CAPTURE_STEP)))}
     queue = deque(traced)
     while queue:
         for callee in callees.get(queue.popleft(), ()):
