@@ -14,6 +14,10 @@ from typing import Any, Iterable
 
 from graphready import __version__
 
+# graphready's own failures (lint: on one file or function; check: in one of a unit's checks): reported as
+# findings so that every other finding still shows, never verdicts on the code, and they make the run exit 3.
+INTERNAL_ERROR_CODES = frozenset({"GR002", "GD001"})
+
 JSON_VERSION = 2  # 2: `column` and `end_column` are 1-based, like lines and every other format
 READABLE_JSON_VERSIONS = (1, 2)  # version 1 documents had 0-based columns
 
@@ -70,6 +74,11 @@ class Finding:
             self.end_line = self.line
         if self.end_column is None:
             self.end_column = self.column
+
+    @property
+    def internal(self) -> bool:
+        """graphready itself failed here: a bug to report, not a verdict on the code."""
+        return self.rule in INTERNAL_ERROR_CODES
 
     @property
     def source(self) -> str:

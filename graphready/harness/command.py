@@ -1,7 +1,9 @@
 """`graphready check TARGET`: capture, replay and compare a target's units on the GPU.
 
 Exit 0 when every unit passes (or none was selected), 1 on findings or a unit that could not be
-checked, 2 on usage errors, when no GPU is available, or when the target does not fit the GPUs.
+checked, 2 on usage errors, when no GPU is available, or when the target does not fit the GPUs, 3
+when one of graphready's own checks failed on some unit (GD001; every verdict is still reported,
+and --verbose prints the tracebacks).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from graphready.errors import UsageError
+from graphready.errors import EXIT_FINDINGS, EXIT_INTERNAL, UsageError
 from graphready.findings import Severity, summarize
 from graphready.harness.isolation import UnitInfo, WorkerOptions, list_target
 from graphready.harness.keys import key_of, summarize_keys
@@ -163,6 +165,13 @@ def build_report(results: list[UnitResult], fail_on: Severity, fmt: str, root: P
         summary["config"] = settings
     units = [r.unit_row(fail_on) for r in results]
     summarize_keys(units, summary)
+    broken = [r.name for r in results if r.internal_errors()]
+    if broken:
+        summary["internal_errors"] = sum(len(r.internal_errors()) for r in results)
+        summary.setdefault("notes", []).append(
+            f"graphready's own checks failed on {len(broken)} unit(s) ({', '.join(broken)}; GD001): a bug in "
+            f"graphready, not a verdict; the other verdicts stand. The run exits {EXIT_INTERNAL}: please report it "
+            "to the graphready maintainers with the output of the same command with --verbose (the tracebacks)")
     return render(fmt, findings, summary, tool="check", units=units, root=root, color=color, run=run)
 
 
@@ -234,4 +243,21 @@ def run(args: argparse.Namespace) -> int:
         Path(args.output).write_text(report, encoding="utf-8")
     else:
         sys.stdout.write(report)
-    return 0 if all(r.status(fail_on) == PASS for r in results) else 1
+    if getattr(args, "verbose", False):
+        print_tracebacks(results)
+    return exit_code(results, fail_on)
+
+
+def exit_code(results: list[UnitResult], fail_on: Severity) -> int:
+    """3 when one of graphready's own checks failed on any unit, else 1 unless every unit passed."""
+    if any(r.internal_errors() for r in results):
+        return EXIT_INTERNAL
+    return 0 if all(r.status(fail_on) == PASS for r in results) else EXIT_FINDINGS
+
+
+def print_tracebacks(results: list[UnitResult]) -> None:
+    """--verbose: the traceback of every check of graphready's own that failed, on stderr."""
+    for result in results:
+        for failure in result.internal_failures:
+            print(f"graphready check: unit {result.name!r}, {', '.join(failure.checks)} check failed:\n"
+                  f"{failure.traceback}", file=sys.stderr, end="" if failure.traceback.endswith("\n") else "\n")

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import torch
 
+from graphready.harness.blame import UnitContractError
 from graphready.harness.tracer import tensors_in
 
 
@@ -15,7 +16,7 @@ def as_outputs(value: Any) -> tuple[torch.Tensor, ...]:
         return (value,)
     tensors = tuple(tensors_in(value))
     if not tensors:
-        raise TypeError(f"the unit's fn returned {type(value).__name__}; expected a tensor or a tuple of tensors")
+        raise UnitContractError(f"the unit's fn returned {type(value).__name__}; expected a tensor or a tuple of tensors")
     return tensors
 
 

@@ -13,7 +13,8 @@ from graphready.harness.pool import Listener, WorkerRecord
 from graphready.harness.result import UnitResult
 from graphready.harness.scheduler import Run, run_units
 
-STATUS_STYLE = {"pass": "[green]pass[/]", "fail": "[red]fail[/]", "error": "[yellow]error[/]"}
+STATUS_STYLE = {"pass": "[green]pass[/]", "fail": "[red]fail[/]", "error": "[yellow]error[/]",
+                "internal-error": "[magenta]internal-error[/]"}
 
 
 def _duration(seconds: float) -> str:

@@ -131,11 +131,29 @@ def describe(result) -> str:
 
 
 def assert_graph_ready(unit: Unit | str, unit_name: str | None = None, **kwargs) -> None:
-    """Fail the calling test with every finding when the unit (each of its capture keys) does not pass."""
-    units = unit.expand() if isinstance(unit, Unit) else [unit]
-    failed = [result for result in (check_graph_unit(u, unit_name, **kwargs) for u in units) if result.status() != "pass"]
+    """Fail the calling test with every finding when the unit (each of its capture keys) does not pass.
+
+    A verdict on the code is an AssertionError; where the only trouble is that one of graphready's own
+    checks failed (GD001), an `InternalError` says so instead, with the tracebacks as its details."""
+    from graphready.harness.result import INTERNAL, PASS
+
+    results = [check_graph_unit(u, unit_name, **kwargs) for u in (unit.expand() if isinstance(unit, Unit) else [unit])]
+    failed = [result for result in results if result.status() not in (PASS, INTERNAL)]
     if failed:
         raise AssertionError("\n".join(describe(result) for result in failed))
+    broken = [result for result in results if result.status() == INTERNAL]
+    if broken:
+        raise internal_error(broken)
+
+
+def internal_error(results) -> "InternalError":
+    """graphready's own checks failed on these units (and found nothing else): a bug of graphready's."""
+    from graphready.errors import InternalError
+
+    failures = [(result.name, failure) for result in results for failure in result.internal_failures]
+    error = "; ".join(f"unit {name!r}: {', '.join(f.checks)} check: {f.error}" for name, f in failures)
+    return InternalError(None, f"graphready's own checks failed, so no verdict was given ({error})",
+                         "".join(f.traceback for _, f in failures))
 
 
 def gpu_available() -> bool:

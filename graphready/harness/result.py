@@ -6,9 +6,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from graphready.findings import Finding, Severity
+from graphready.harness.blame import InternalFailure
 
 # The check codes and their names: a public contract shared with the rule catalog (rules/GD*.toml).
 CHECK_NAMES = {
+    "GD001": "internal-error",
     "GD101": "sync",
     "GD102": "silent-sync",
     "GD201": "capture-failed",
@@ -29,7 +31,8 @@ CHECK_NAMES = {
     "GD602": "compile-graph-break",
 }
 
-PASS, FAIL, ERROR = "pass", "fail", "error"
+INTERNAL_ERROR = "GD001"  # graphready's own check failed: not a verdict on the unit (graphready.harness.blame)
+PASS, FAIL, ERROR, INTERNAL = "pass", "fail", "error", "internal-error"
 
 # The session's phases (graphready.harness.session), grouped into what the report shows per unit.
 PHASE_GROUPS = {
@@ -78,13 +81,34 @@ class UnitResult:
     notes: list[str] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)  # wall time per check phase
     worker: int | None = None  # which worker process checked it (see the report's `run.workers`)
+    internal_failures: list[InternalFailure] = field(default_factory=list)  # graphready's own checks that raised
 
     def status(self, fail_on: Severity = Severity.WARNING) -> str:
+        """error: not checked to the end; fail: a verdict at or above `fail_on`; internal-error: no such
+        verdict, but one of graphready's own checks failed, so a pass cannot be given; else pass."""
         if self.error is not None:
             return ERROR
-        if any(f.severity >= fail_on for f in self.findings):
+        if any(f.severity >= fail_on and not f.internal for f in self.findings):
             return FAIL
+        if self.internal_errors():
+            return INTERNAL
         return PASS
+
+    def internal_errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.internal]
+
+    def add_internal_failure(self, failure: InternalFailure, path: str, line: int) -> None:
+        """One GD001 per distinct failure, at `path:line` (the unit's callable), naming every check it hit."""
+        for known in self.internal_failures:
+            if known.same_failure(failure):
+                known.checks += [check for check in failure.checks if check not in known.checks]
+                break
+        else:
+            self.internal_failures.append(failure)
+        self.findings = [f for f in self.findings if f.rule != INTERNAL_ERROR] + [
+            make_finding(INTERNAL_ERROR, known.message(), unit=self.name, path=path, line=line)
+            for known in self.internal_failures
+        ]
 
     def poisons_worker(self) -> bool:
         """A failed capture poisons the CUDA context; a unit that could not be checked may have too."""
@@ -119,6 +143,9 @@ class UnitResult:
             row["worker"] = self.worker
         if self.error is not None:
             row["error"] = self.error
+        if self.internal_failures:
+            row["internal_errors"] = [{"checks": f.checks, "error": f.error, "where": f.where}
+                                      for f in self.internal_failures]
         if self.notes:
             row["notes"] = list(self.notes)
         return row
@@ -132,8 +159,9 @@ class UnitResult:
     def from_json(cls, data: dict[str, Any]) -> "UnitResult":
         data = dict(data)
         findings = [Finding.from_json(f) for f in data.pop("findings", [])]
+        failures = [InternalFailure.from_json(f) for f in data.pop("internal_failures", [])]
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(findings=findings, **known)
+        return cls(findings=findings, internal_failures=failures, **known)
 
 
 def _round(value: float | None) -> float | None:

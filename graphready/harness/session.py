@@ -10,18 +10,25 @@ GD304, GD301, GD302), the unit's own loop (GD308), pointers freed since capture 
 timing, and the address audit of what the unit can reach (GD305). A torch.compile(mode=
 "reduce-overhead") unit is not captured again: its own graphs are compared with its Python
 original (checks/compiled.py).
+
+Every check runs guarded (`UnitRun.checking`): the unit's own code raising is a verdict (GD201) and
+ends the unit, while one of graphready's checks raising is that check's internal error (GD001,
+`graphready.harness.blame`); the other checks still run and their verdicts stand, and the worker
+retires only when the CUDA context no longer works.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
 from graphready.findings import Severity
+from graphready.harness.blame import InternalFailure, call_user, raised_by_user
 from graphready.harness.checks import blocking as blocking_check
 from graphready.harness.checks import capture as capture_check
 from graphready.harness.checks import compiled as compiled_check
@@ -100,9 +107,30 @@ class UnitRun:
             make_finding(rule, message, unit=self.unit.name, path=location.path, line=location.line, severity=severity)
         )
 
+    @contextmanager
+    def checking(self, check: str | None = None,
+                 failure: str | Callable[[BaseException], "_Stop"] = "eager step") -> Iterator[None]:
+        """Run one check. The unit's code raising ends the unit with GD201 (`failure` names what raised,
+        or makes the finding); the check's own code raising is GD001 for `check` (default: the phase it
+        was in), and the unit goes on to its other checks unless the CUDA context no longer works."""
+        try:
+            yield
+        except _Stop:
+            raise
+        except Exception as exc:
+            if raised_by_user(exc):
+                raise (failure(exc) if callable(failure) else _eager_failure(self, failure, exc)) from None
+            self.internal_failure(check or self.on_phase.current or "check", exc)
+
+    def internal_failure(self, check: str, exc: BaseException) -> None:
+        self.result.add_internal_failure(InternalFailure.of(check, exc), self.fn_location.path, self.fn_location.line)
+        if not _cuda_usable(self.device):
+            self.result.error = f"the CUDA context no longer works after graphready's {check} check failed"
+            raise _Stop()
+
     # -- state -----------------------------------------------------------------------------------
     def state_tensors(self) -> list[torch.Tensor]:
-        return tensors_in(self.state_fn()) if self.state_fn is not None else []
+        return tensors_in(call_user(self.state_fn)) if self.state_fn is not None else []
 
     def restore(self, snapshot: tuple[torch.Tensor, ...]) -> None:
         for current, saved in zip(self.state_tensors(), snapshot):
@@ -110,7 +138,7 @@ class UnitRun:
                 current.copy_(saved)
 
     def step(self, inputs: tuple) -> tuple[torch.Tensor, ...]:
-        return as_outputs(self.unit.fn(*inputs))
+        return as_outputs(call_user(self.unit.fn, *inputs))
 
     def time_ms(self, run: Callable[[], Any], stream: torch.cuda.Stream) -> float:
         start = torch.cuda.Event(enable_timing=True)
@@ -126,8 +154,17 @@ class UnitRun:
 
 
 def _inputs(unit: Unit, seed: int) -> tuple:
-    inputs = unit.make_inputs(seed)
+    inputs = call_user(unit.make_inputs, seed)
     return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+
+
+def _cuda_usable(device: torch.device) -> bool:
+    """Whether the device still runs work: a sticky CUDA error or an unfinished capture fails this."""
+    try:
+        torch.cuda.synchronize(device)
+    except Exception:
+        return False
+    return True
 
 
 def check_unit(
@@ -136,9 +173,10 @@ def check_unit(
     """Run every check on `unit` and return its report. Errors in the unit become findings."""
     run = UnitRun(unit, device, options or CheckOptions(), on_phase)
     torch.cuda.set_device(device)
-    start_recording()  # GD307 locates a buffer by its allocation's stack
     try:
-        _check(run)
+        with run.checking():  # a check that is not guarded on its own is named by its phase
+            start_recording()  # GD307 locates a buffer by its allocation's stack
+            _check(run)
     except _Stop:
         pass
     finally:
@@ -166,23 +204,25 @@ def _check(run: UnitRun) -> None:
     capture_stream = torch.cuda.Stream(device=device)
 
     run.on_phase("inputs")
-    try:
-        static_inputs = _inputs(unit, 0)
-        # Made now: after capture, new allocations could land in (and hide) blocks the graph still reads.
-        fresh_inputs = (_inputs(unit, 1), _inputs(unit, 2))
-        state0 = clone_all(run.state_tensors())
-    except Exception as exc:
-        raise _eager_failure(run, "make_inputs/state", exc) from None
-    for what, tensors in (("input", tensors_in(static_inputs)), ("state tensor", run.state_tensors())):
-        problem = device_check.misplaced_tensors(tensors, device, what)
-        if problem:
-            path, line = callable_location(unit.make_inputs if what == "input" else unit.state)
-            run.add("GD501", problem, Location(relative_path(path, options.root), line))
+    made = None
+    with run.checking("inputs", failure="make_inputs/state"):
+        # The fresh inputs are made now: after capture, new allocations could land in (and hide) blocks the
+        # graph still reads.
+        made = _inputs(unit, 0), (_inputs(unit, 1), _inputs(unit, 2)), clone_all(run.state_tensors())
+    if made is None:
+        raise _Stop()
+    static_inputs, fresh_inputs, state0 = made
+    with run.checking("input devices"):
+        for what, tensors in (("input", tensors_in(static_inputs)), ("state tensor", run.state_tensors())):
+            problem = device_check.misplaced_tensors(tensors, device, what)
+            if problem:
+                path, line = callable_location(unit.make_inputs if what == "input" else unit.state)
+                run.add("GD501", problem, Location(relative_path(path, options.root), line))
 
     # Warm-up on a side stream (lazy initialisation, autotuning, JIT compiles) before anything is measured.
     run.on_phase("warm-up")
     compile_watch = compiled_check.CompileWatch(options.root, run.fn_location)
-    try:
+    with run.checking("warm-up"):
         side.wait_stream(default)
         with compile_watch, torch.cuda.stream(side):
             for _ in range(WARMUP_STEPS):
@@ -190,87 +230,111 @@ def _check(run: UnitRun) -> None:
                 run.step(static_inputs)
         default.wait_stream(side)
         torch.cuda.synchronize(device)
-    except Exception as exc:
-        raise _eager_failure(run, "eager step", exc) from None
-    for found in compile_watch.findings():
-        run.add(found.rule, found.message, found.location, found.severity)
+    skipped_cudagraphs = False
+    with run.checking("torch.compile logs"):
+        for found in compile_watch.findings():
+            run.add(found.rule, found.message, found.location, found.severity)
+        skipped_cudagraphs = compile_watch.skipped
 
     run.on_phase("state")
-    try:
-        state0 = state_check.settle(run, static_inputs, fresh_inputs, state0)
+    declared = run.state_fn
+    settled = None
+    with run.checking("state discovery"):
+        settled = state_check.settle(run, static_inputs, fresh_inputs, state0)
         torch.cuda.synchronize(device)
-    except Exception as exc:
-        raise _eager_failure(run, "eager step", exc) from None
+    if settled is None:
+        run.state_fn = declared  # a discovery cut short leaves the declared state, which state0 matches
+    else:
+        state0 = settled
 
     _eager_checks(run, static_inputs, state0)
     if compiled_check.uses_compiler_graphs(unit.fn):
-        compiled_check.replay_checks(run, fresh_inputs, state0, graphed=not compile_watch.skipped)
+        with run.checking("compiled replay"):
+            compiled_check.replay_checks(run, fresh_inputs, state0, graphed=not skipped_cudagraphs)
         return
-    addresses = rebind_check.audit(unit.fn)
+    addresses = None
+    with run.checking("rebound state"):
+        addresses = rebind_check.audit(unit.fn)
     graph, outputs, tracer = _capture(run, static_inputs, state0, capture_stream)
     if graph is None:
         return
-    graph_reads = rebind_check.read_addresses(tracer.records)
-    rebound = rebind_check.rebound(addresses, rebind_check.audit(unit.fn), graph_reads)
+    rebound: list = []
+    graph_reads: set[int] = set()
+    with run.checking("rebound state"):
+        if addresses is not None:
+            graph_reads = rebind_check.read_addresses(tracer.records)
+            rebound = rebind_check.rebound(addresses, rebind_check.audit(unit.fn), graph_reads)
     _replay_checks(run, graph, outputs, tracer, static_inputs, fresh_inputs, state0, capture_stream)
-    rebound += [p for p in rebind_check.rebound(addresses, rebind_check.audit(unit.fn), graph_reads) if p not in rebound]
-    if rebound:
-        run.on_phase("rebound state")
-        try:
+    with run.checking("rebound state"):
+        if addresses is not None:
+            later = rebind_check.rebound(addresses, rebind_check.audit(unit.fn), graph_reads)
+            rebound += [p for p in later if p not in rebound]
+        if rebound:
+            run.on_phase("rebound state")
             rebind_check.report(run, rebound, static_inputs, state0)
-        except Exception as exc:
-            raise _eager_failure(run, "eager step", exc) from None
 
 
 def _eager_checks(run: UnitRun, inputs: tuple, state0: tuple) -> None:
     device, options = run.device, run.options
     default = torch.cuda.default_stream(device)
-    try:
-        run.on_phase("sync")
+    run.on_phase("sync")
+    syncs: dict = {}
+    copies = None
+    with run.checking("sync"):
         run.restore(state0)
         copies = silent_sync_check.SilentCopyWatch(options.root)
         syncs = sync_check.find_syncs(lambda: copies.run(lambda: run.step(inputs)), options.root)
         for location, count in syncs.items():
             run.add("GD101", sync_check.sync_message(count), location)
-        for location, reasons in copies.found.items():
+    silent = copies.found if copies is not None else {}
+    with run.checking("silent sync"):
+        for location, reasons in silent.items():
             run.add("GD102", silent_sync_check.silent_sync_message(reasons), location)
+    with run.checking("blocking calls"):
         run.restore(state0)
-        for location, site in blocking_check.find_blocking(lambda: run.step(inputs), device, options.root).items():
-            if location not in syncs and location not in copies.found:
+        blocking = blocking_check.find_blocking(lambda: run.step(inputs), device, options.root)
+        run.result.notes.extend(blocking.notes)
+        for location, site in blocking.sites.items():
+            if location not in syncs and location not in silent:
                 run.add("GD101", blocking_check.blocking_message(site), location)
 
-        run.on_phase("kernels")
+    run.on_phase("kernels")
+    with run.checking("kernels"):
         run.restore(state0)
         run.result.kernels = kernel_check.eager_kernel_count(lambda: run.step(inputs))
 
-        run.on_phase("eager timing")
+    run.on_phase("eager timing")
+    with run.checking("eager timing"):
         run.restore(state0)
         run.result.eager_ms = run.time_ms(lambda: run.step(inputs), default)
 
-        run.on_phase("memory growth")
+    run.on_phase("memory growth")
+    with run.checking("memory growth"):
         run.restore(state0)
         samples = memory_check.growth_samples(lambda: run.step(inputs), device, max(options.steps, 4))
         if memory_check.keeps_growing(samples):
-            per_step = (samples[-1] - samples[0]) // (len(samples) - 1)
-            run.result.memory_growth_bytes = per_step
-            existing = {key[0] for key in map(storage_key, tensors_in((inputs, run.state_tensors()))) if key}
-            survivor_tracer = memory_check.SurvivorTracer(existing, options.root)
-            with survivor_tracer:
-                out = run.step(inputs)
-            del out
-            survivors = survivor_tracer.survivors()
-            if survivors:
-                location = max(survivors, key=lambda loc: survivors[loc])
-                where = f"; tensors made at {location.describe()} outlive the step" if location else ""
-            else:
-                location, where = None, ""
-            run.add("GD401", memory_check.growth_message(per_step, where), location)
+            _report_growth(run, inputs, samples)
+    with run.checking("memory growth"):
         run.restore(state0)
         torch.cuda.synchronize(device)
-    except _Stop:
-        raise
-    except Exception as exc:
-        raise _eager_failure(run, "eager step", exc) from None
+
+
+def _report_growth(run: UnitRun, inputs: tuple, samples: list[int]) -> None:
+    """GD401 at the line whose tensors outlive the step, when one does."""
+    per_step = (samples[-1] - samples[0]) // (len(samples) - 1)
+    run.result.memory_growth_bytes = per_step
+    existing = {key[0] for key in map(storage_key, tensors_in((inputs, run.state_tensors()))) if key}
+    survivor_tracer = memory_check.SurvivorTracer(existing, run.options.root)
+    with survivor_tracer:
+        out = run.step(inputs)
+    del out
+    survivors = survivor_tracer.survivors()
+    if survivors:
+        location = max(survivors, key=lambda loc: survivors[loc])
+        where = f"; tensors made at {location.describe()} outlive the step" if location else ""
+    else:
+        location, where = None, ""
+    run.add("GD401", memory_check.growth_message(per_step, where), location)
 
 
 def _named_storages(inputs: tuple, state: list[torch.Tensor]) -> dict[int, str]:
@@ -286,16 +350,24 @@ def _named_storages(inputs: tuple, state: list[torch.Tensor]) -> dict[int, str]:
 def _capture(run: UnitRun, inputs: tuple, state0: tuple, capture_stream: torch.cuda.Stream):
     device, options = run.device, run.options
     run.on_phase("capture")
-    run.restore(state0)
-    torch.cuda.synchronize(device)
-    state_before = [storage_key(t) for t in run.state_tensors()]
-    tracer = OpTracer(
-        device, named_storages=_named_storages(inputs, run.state_tensors()), capture_stream=capture_stream, root=options.root
-    )
-    allocated_before = torch.cuda.memory_allocated(device)
+    ready = None
+    with run.checking("capture"):
+        run.restore(state0)
+        torch.cuda.synchronize(device)
+        state_before = [storage_key(t) for t in run.state_tensors()]
+        tracer = OpTracer(device, named_storages=_named_storages(inputs, run.state_tensors()),
+                          capture_stream=capture_stream, root=options.root)
+        ready = torch.cuda.memory_allocated(device)
+    if ready is None:
+        return None, None, None
+    allocated_before = ready
     outcome = capture_check.capture_step(lambda: run.step(inputs), tracer, capture_stream, options.root)
     for issue in tracer.device_issues:
         run.add("GD501", issue.message, issue.location)
+    if outcome.internal is not None:  # graphready's tracer broke the capture: not the unit's failure
+        run.result.capture = "failed"  # an unfinished capture leaves this process's CUDA state suspect
+        run.internal_failure("capture", outcome.internal)
+        return None, None, tracer
     if not outcome.ok:
         run.result.capture = "failed"
         run.add("GD201", capture_check.failure_message(outcome), outcome.location)
@@ -303,20 +375,33 @@ def _capture(run: UnitRun, inputs: tuple, state0: tuple, capture_stream: torch.c
     run.result.capture = "ok"
 
     run.on_phase("capture analysis")
-    run.result.capture_alloc_bytes = max(tracer.peak_allocated - allocated_before, 0)
-    if run.result.capture_alloc_bytes > options.capture_alloc_limit:
-        by_line = tracer.alloc_by_line
-        top = max((loc for loc in by_line if loc is not None), key=lambda loc: by_line[loc], default=None)
-        run.add(
-            "GD402",
-            memory_check.capture_alloc_message(run.result.capture_alloc_bytes, by_line, options.capture_alloc_limit),
-            top,
-            Severity.WARNING,
-        )
     graph = outcome.graph
-    run.result.graph_kernels = kernel_check.graph_kernel_count(graph)
+    with run.checking("capture allocations"):
+        run.result.capture_alloc_bytes = max(tracer.peak_allocated - allocated_before, 0)
+        if run.result.capture_alloc_bytes > options.capture_alloc_limit:
+            by_line = tracer.alloc_by_line
+            top = max((loc for loc in by_line if loc is not None), key=lambda loc: by_line[loc], default=None)
+            run.add("GD402", memory_check.capture_alloc_message(run.result.capture_alloc_bytes, by_line,
+                                                                options.capture_alloc_limit), top, Severity.WARNING)
+    with run.checking("kernels"):
+        run.result.graph_kernels = kernel_check.graph_kernel_count(graph)
     if hasattr(graph, "instantiate"):
         graph.instantiate()
+    with run.checking("kernels"):
+        _count_escaped_kernels(run, graph, outcome, capture_stream)
+    run.on_phase("pointer audit")
+    with run.checking("pointer audit"):
+        run.pointer_audit = pointer_check.audit_capture(run, graph, inputs, outcome.outputs)
+    # A state tensor replaced (not written in place) during capture: the graph holds the old buffer.
+    with run.checking("replay mismatch"):
+        state_after = [storage_key(t) for t in run.state_tensors()]
+        tracer.replaced_state = [(i, after[0]) for i, (before, after) in enumerate(zip(state_before, state_after))
+                                 if before and after and before != after]
+    return graph, outcome.outputs, tracer
+
+
+def _count_escaped_kernels(run: UnitRun, graph, outcome, capture_stream: torch.cuda.Stream) -> None:
+    """GD202 when the graph holds fewer kernels than one eager step launches (or none at all)."""
     if run.result.graph_kernels is None:
         run.result.notes.append("graph nodes unreadable; counted the kernels of one replay instead")
 
@@ -330,105 +415,120 @@ def _capture(run: UnitRun, inputs: tuple, state0: tuple, capture_stream: torch.c
         run.add("GD202", kernel_check.escaped_message(eager_kernels, graph_kernels), None)
     elif outcome.empty_warning and eager_kernels:
         run.add("GD202", kernel_check.escaped_message(eager_kernels, 0), None)
-    run.on_phase("pointer audit")
-    run.pointer_audit = pointer_check.audit_capture(run, graph, inputs, outcome.outputs)
-    # A state tensor replaced (not written in place) during capture: the graph holds the old buffer.
-    state_after = [storage_key(t) for t in run.state_tensors()]
-    tracer.replaced_state = [
-        (i, after[0]) for i, (before, after) in enumerate(zip(state_before, state_after)) if before and after and before != after
-    ]
-    return graph, outcome.outputs, tracer
 
 
 def _second_step(difference: str | None) -> str | None:
     return None if difference is None else f"on the second consecutive step, {difference}"
 
 
-def _replay_checks(run, graph, static_outputs, tracer, static_inputs, fresh_inputs, state0, capture_stream) -> None:
-    device, options = run.device, run.options
-    atol, rtol = run.unit.atol, run.unit.rtol
-    # The harness's own copies go to a stream of their own: the caching allocator hands a freed block
-    # only to allocations on the stream that freed it, so they cannot hide a freed graph input.
-    harness_stream = torch.cuda.Stream(device=device)
-    fresh, fresh_next = fresh_inputs
-    run.on_phase("replay")
+class _Replays:
+    """Replays of the captured graph from given inputs, copied out on a stream of the harness's own."""
 
-    def replay(inputs: tuple, restore: bool = True) -> tuple[tuple, tuple]:
-        for dst, src in zip(tensors_in(static_inputs), tensors_in(inputs)):
+    def __init__(self, run: UnitRun, graph, static_outputs, static_inputs, state0, capture_stream):
+        self.run, self.graph, self.static_outputs, self.static_inputs = run, graph, static_outputs, static_inputs
+        self.state0, self.capture_stream = state0, capture_stream
+        # The caching allocator hands a freed block only to allocations on the stream that freed it, so
+        # copies made on a stream of their own cannot hide a freed graph input.
+        self.harness_stream = torch.cuda.Stream(device=run.device)
+
+    def __call__(self, inputs: tuple, restore: bool = True) -> tuple[tuple, tuple]:
+        run = self.run
+        for dst, src in zip(tensors_in(self.static_inputs), tensors_in(inputs)):
             dst.copy_(src)
         if restore:
-            run.restore(state0)
-        torch.cuda.synchronize(device)
-        with torch.cuda.stream(capture_stream):
-            graph.replay()
-        capture_stream.synchronize()
-        with torch.cuda.stream(harness_stream):
-            copies = clone_all(static_outputs), clone_all(run.state_tensors())
-        harness_stream.synchronize()
+            run.restore(self.state0)
+        torch.cuda.synchronize(run.device)
+        with torch.cuda.stream(self.capture_stream):
+            self.graph.replay()
+        self.capture_stream.synchronize()
+        with torch.cuda.stream(self.harness_stream):
+            copies = clone_all(self.static_outputs), clone_all(run.state_tensors())
+        self.harness_stream.synchronize()
         return copies
 
-    try:
+
+def _replay_failed(run: UnitRun) -> Callable[[BaseException], "_Stop"]:
+    """What ends the unit when a replay raises (the graph, or the unit's state, failed): GD201."""
+
+    def stop(exc: BaseException) -> _Stop:
+        run.result.error = f"replay raised {type(exc).__name__}: {exc}"
+        run.add("GD201", f"the captured graph failed to replay: {type(exc).__name__}: {exc}", None)
+        return _Stop()
+
+    return stop
+
+
+def _replay_checks(run, graph, static_outputs, tracer, static_inputs, fresh_inputs, state0, capture_stream) -> None:
+    atol, rtol = run.unit.atol, run.unit.rtol
+    replay = _Replays(run, graph, static_outputs, static_inputs, state0, capture_stream)
+    fresh, fresh_next = fresh_inputs
+    run.on_phase("replay")
+    replayed = after_free = second = None
+    unstable = freed_location = None
+    with run.checking("replay", failure=_replay_failed(run)):
         replayed, replayed_state = replay(fresh)
         again, _ = replay(fresh)
         unstable = first_difference(replayed, again, atol, rtol)
         if unstable:
             run.add("GD303", f"two replays of identical inputs and state differ: {unstable}", None)
 
-        run.on_phase("freed memory")
-        freed_blocks = freed_check.free_blocks(device)
-        freed_check.overwrite_free_blocks(device)
+    run.on_phase("freed memory")
+    with run.checking("freed memory", failure=_replay_failed(run)):
+        freed_blocks = freed_check.free_blocks(run.device)
+        freed_check.overwrite_free_blocks(run.device)
         after_free, _ = replay(fresh)
-        changed = None if unstable else first_difference(replayed, after_free, atol, rtol)
-        freed_location = None
+        changed = None if unstable or replayed is None else first_difference(replayed, after_free, atol, rtol)
         if changed:
             record = freed_check.freed_reads(tracer.records, freed_blocks)
             freed_location = record.location if record else None
             run.add("GD304", freed_check.freed_message(freed_location, changed), freed_location)
 
-        # A second consecutive step shows buffers the graph reads but the step rebinds (stale state).
+    # A second consecutive step shows buffers the graph reads but the step rebinds (stale state).
+    with run.checking("replay", failure=_replay_failed(run)):
         replay(fresh)
         second, second_state = replay(fresh_next, restore=False)
-    except Exception as exc:
-        run.result.error = f"replay raised {type(exc).__name__}: {exc}"
-        run.add("GD201", f"the captured graph failed to replay: {type(exc).__name__}: {exc}", None)
-        return
 
     run.on_phase("eager reference")
-    try:
+    eager = None
+    with run.checking("eager reference", failure="eager step after capture"):
         run.restore(state0)
-        eager_tracer = OpTracer(device, named_storages=_named_storages(fresh, run.state_tensors()), root=options.root)
+        eager_tracer = OpTracer(run.device, named_storages=_named_storages(fresh, run.state_tensors()),
+                                root=run.options.root)
         with eager_tracer:
             eager = clone_all(run.step(fresh))
         eager_state = clone_all(run.state_tensors())
         eager_second = clone_all(run.step(fresh_next))
         eager_second_state = clone_all(run.state_tensors())
-        torch.cuda.synchronize(device)
-    except Exception as exc:
-        raise _eager_failure(run, "eager step after capture", exc) from None
+        torch.cuda.synchronize(run.device)
 
-    difference = (
-        first_difference(eager, replayed, atol, rtol)
-        or first_difference(eager_state, replayed_state, atol, rtol, what="state tensor")
-        or _second_step(first_difference(eager_second, second, atol, rtol))
-        or _second_step(first_difference(eager_second_state, second_state, atol, rtol, what="state tensor"))
-    )
-    mismatch_location, why = replay_check.explain_mismatch(tracer, eager_tracer, tracer.replaced_state)
-    if difference:
-        run.add("GD301", replay_check.mismatch_message(difference, why), mismatch_location)
-    bad_replay = degenerate(eager, replayed)
-    bad_after_free = None if bad_replay else degenerate(eager, after_free)
-    if bad_replay or bad_after_free:
-        location = mismatch_location if bad_replay else freed_location
-        what = bad_replay or f"{bad_after_free} once freed memory is overwritten"
-        run.add("GD302", f"replay output is degenerate: {what}", location)
+    if eager is not None and replayed is not None and second is not None:
+        with run.checking("replay mismatch"):
+            difference = (
+                first_difference(eager, replayed, atol, rtol)
+                or first_difference(eager_state, replayed_state, atol, rtol, what="state tensor")
+                or _second_step(first_difference(eager_second, second, atol, rtol))
+                or _second_step(first_difference(eager_second_state, second_state, atol, rtol, what="state tensor"))
+            )
+            mismatch_location, why = replay_check.explain_mismatch(tracer, eager_tracer, tracer.replaced_state)
+            if difference:
+                run.add("GD301", replay_check.mismatch_message(difference, why), mismatch_location)
+            bad_replay = degenerate(eager, replayed)
+            bad_after_free = None if bad_replay or after_free is None else degenerate(eager, after_free)
+            if bad_replay or bad_after_free:
+                location = mismatch_location if bad_replay else freed_location
+                what = bad_replay or f"{bad_after_free} once freed memory is overwritten"
+                run.add("GD302", f"replay output is degenerate: {what}", location)
     if run.unit.loop is not None:
         run.on_phase("loop")
-        stale_check.check_loop(run, graph, static_inputs, static_outputs, state0, capture_stream)
+        with run.checking("loop"):
+            stale_check.check_loop(run, graph, static_inputs, static_outputs, state0, capture_stream)
     run.on_phase("pointer audit")
-    pointer_check.recheck(run, run.pointer_audit)
+    with run.checking("pointer audit"):
+        pointer_check.recheck(run, run.pointer_audit)
 
     run.on_phase("replay timing")
-    run.restore(state0)
-    run.result.replay_ms = run.time_ms(graph.replay, capture_stream)
-    run.restore(state0)
-    torch.cuda.synchronize(device)
+    with run.checking("replay timing", failure=_replay_failed(run)):
+        run.restore(state0)
+        run.result.replay_ms = run.time_ms(graph.replay, capture_stream)
+        run.restore(state0)
+        torch.cuda.synchronize(run.device)

@@ -7,7 +7,8 @@
 in order and streams one JSON line per event to the file descriptor FD: `loaded`, then per unit
 `start`, `phase`..., `result`. A failed capture poisons the process's CUDA context, so after a unit
 that failed capture or could not be checked the worker says `retire` and exits; the parent starts
-a fresh worker for the units that are left. Without `--gpu` the worker sees every GPU (a target
+a fresh worker for the units that are left. One of graphready's own checks failing (GD001) does not
+retire the worker while the CUDA context still works. Without `--gpu` the worker sees every GPU (a target
 placed over several GPUs); with it, "cuda" means GPU K. With `--cold` each unit is only captured
 with no warm-up (GD203, the cold pass of `graphready check --cold-capture`).
 """
@@ -90,13 +91,31 @@ def serve(target: str, names: list[str], factory_kwargs: dict, gpus: int, emit: 
     emit("loaded", seconds=round(time.perf_counter() - started, 3), pid=os.getpid())
     for unit in chosen:
         emit("start", unit=unit.name)
-        result = check(unit, lambda phase: emit("phase", phase=phase))
+        try:
+            result = check(unit, lambda phase: emit("phase", phase=phase))
+        except Exception as exc:  # graphready's own check failed outside every guard of the session
+            result = _unfinished(unit, exc)
         emit("result", result=result.to_json())
         if result.poisons_worker():
             emit("retire", unit=unit.name)
             return 0
     emit("done")
     return 0
+
+
+def _unfinished(unit, exc: BaseException):
+    """The report of a unit whose check raised out of the check itself: GD001, and the worker retires,
+    since nothing says what state the check left the process in."""
+    from graphready.harness.blame import InternalFailure
+    from graphready.harness.frames import relative_path
+    from graphready.harness.result import UnitResult
+    from graphready.harness.unit import callable_location
+
+    path, line = callable_location(unit.fn)
+    failure = InternalFailure.of("unit check", exc)
+    result = UnitResult(name=unit.name, device=unit.device_label(), error=f"graphready's check failed: {failure.error}")
+    result.add_internal_failure(failure, relative_path(path, Path.cwd()), line)
+    return result
 
 
 def gpu_check(steps: int, capture_alloc_limit: int, root: Path, cold: bool = False) -> Callable:
@@ -128,12 +147,15 @@ def gpu_check(steps: int, capture_alloc_limit: int, root: Path, cold: bool = Fal
         if device.index >= torch.cuda.device_count():
             return unusable(unit, f"unit {unit.name!r} wants {device} but this machine has "
                                   f"{torch.cuda.device_count()} GPU(s)")
+        result = (cold_check_unit if cold else check_unit)(unit, device, options, on_phase)
+        gc.collect()  # the unit's graph and its private pool go before the next unit
         try:
-            return (cold_check_unit if cold else check_unit)(unit, device, options, on_phase)
-        finally:
-            gc.collect()  # the unit's graph and its private pool go before the next unit
             torch.cuda.synchronize(device)
             torch.cuda.empty_cache()
+        except Exception as exc:  # the unit left the CUDA context broken: the next unit needs a fresh worker
+            if not result.poisons_worker():
+                result.error = f"the CUDA context no longer works after this unit's check ({type(exc).__name__}: {exc})"
+        return result
 
     return check
 

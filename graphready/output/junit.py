@@ -3,8 +3,9 @@
 Every finding is a test case of its own (dashboards show only the first failure of a case), named
 `path:line:column RULE` and grouped by file (`lint`) or unit (`check`). A finding's case fails
 only when the finding fails the run (not baselined, severity at or above `fail_on`), so the
-dashboard agrees with the exit code; the others are skipped cases that say why. A clean run is
-one passing case; a checked unit without findings is one passing case.
+dashboard agrees with the exit code; the others are skipped cases that say why. graphready's own
+failures (GR002, GD001) are errored cases, as a test harness's own errors are. A clean run is one
+passing case; a checked unit without findings is one passing case.
 """
 
 from __future__ import annotations
@@ -73,7 +74,11 @@ def _finding_case(finding: Finding, classname: str, fail_on: Severity) -> ET.Ele
     text = f"{location}: {finding.rule} [{finding.severity.label}] {finding.message}"
     if finding.hot_chain:
         text += "\n    hot chain: " + " -> ".join(finding.hot_chain)
-    if finding.baselined or finding.severity < fail_on:
+    if finding.internal:  # graphready itself failed here: an error of the run, not a failing verdict
+        error = ET.SubElement(case, "error", type=finding.rule,
+                              message=f"{finding.rule} {finding.name}: {finding.message}")
+        error.text = text
+    elif finding.baselined or finding.severity < fail_on:
         why = "in the baseline" if finding.baselined else f"{finding.severity.label} is below fail-on"
         ET.SubElement(case, "skipped", message=f"{finding.rule} {finding.name}: {why}").text = text
     else:

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from graphready.errors import UsageError
+from graphready.errors import EXIT_INTERNAL, UsageError
 from graphready.lint.baseline import load_baseline
 from graphready.report.html import render_html
 from graphready.report import shards
@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", type=Path, metavar="FILE",
                         help="a lint baseline file: report what is new and what was fixed since it")
     parser.add_argument("--merged", type=Path, metavar="OUT.json",
-                        help="write the merged check document of the shards given here; exit 1 unless every unit passed")
+                        help="write the merged check document of the shards given here; exit 1 unless every unit "
+                             "passed, 3 when one of graphready's own checks failed (GD001)")
     parser.add_argument("--root", type=Path, metavar="DIR",
                         help="read source snippets from here instead of the directory each results file "
                              "records (where it was made); for results made on another machine")
@@ -57,6 +58,8 @@ def _write_merged(path: Path, documents) -> int:
     _write(path, json.dumps(shards.to_json(checks[0]), indent=2) + "\n")
     passed, line = shards.verdict(checks[0])
     print(f"graphready report: {line}", file=sys.stderr)
+    if any(f.internal for f in checks[0].findings):  # graphready's own checks failed: exit 3, as `check` did
+        return EXIT_INTERNAL
     return 0 if passed else 1
 
 

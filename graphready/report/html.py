@@ -8,12 +8,12 @@ from __future__ import annotations
 import html
 import re
 
-from graphready.findings import Evidence
+from graphready.findings import Evidence, Finding
 from graphready.report.chart import panel_svg, unit_panels
 from graphready.report.describe import (cause_stats, config_items, first_location, run_line,
                                        settings_missing, when)
-from graphready.report.triage import (EVIDENCE_HELP, EVIDENCE_LABELS, EVIDENCE_ORDER, RANKING, Item, RootCause,
-                                      RunInfo, Triage)
+from graphready.report.triage import (EVIDENCE_HELP, EVIDENCE_LABELS, EVIDENCE_ORDER, INTERNAL_HELP, RANKING, Item,
+                                      RootCause, RunInfo, Triage)
 from graphready.report.units import UNIT_COLUMNS, NUMERIC_COLUMNS, unit_row
 
 CSS = """
@@ -69,7 +69,7 @@ table.units td { vertical-align: baseline; }
 .st-baseline { background: #eff1f3; color: #59636e; border-color: #d0d7de; }
 .status-pass { color: #1a7f37; font-weight: 600; }
 .status-fail { color: #bc4c00; font-weight: 600; }
-.status-error { color: #cf222e; font-weight: 600; }
+.status-error, .status-internal-error { color: #cf222e; font-weight: 600; }
 .chain { margin: 6px 0; color: #59636e; }
 .chain .arrow { color: #8c959f; padding: 0 2px; }
 .snippet { background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; padding: 6px 0; margin: 8px 0; }
@@ -129,8 +129,11 @@ def render_html(triage: Triage) -> str:
         f'<p class="muted">Made {html.escape(when(triage.created))} by graphready {html.escape(triage.version)} '
         f'from {", ".join(_code(s) for s in triage.sources)}{baseline}.</p>',
         "<h2>Summary</h2>", _cards(triage), _evidence_cards(triage),
-        "<h2>Fix first</h2>",
     ]
+    if triage.internal:
+        body += ["<h2>graphready's own failures</h2>", f'<p class="muted">{_inline(INTERNAL_HELP)}</p>',
+                 "<ul>" + "".join(_internal(f) for f in triage.internal) + "</ul>"]
+    body += ["<h2>Fix first</h2>"]
     if triage.causes:
         body += [f'<p class="muted">{_inline(RANKING)}</p>', _ranking(triage.causes)]
     else:
@@ -152,8 +155,15 @@ def render_html(triage: Triage) -> str:
     )
 
 
+def _internal(f: Finding) -> str:
+    unit = f' <span class="muted">unit {_code(f.unit)}</span>' if f.unit else ""
+    return f"<li>{_code(f'{f.path}:{f.line}')} {html.escape(f.rule)}{unit}: {_inline(f.message)}</li>"
+
+
 def _cards(triage: Triage) -> str:
     cards = [("findings", triage.total, "")]
+    if triage.internal:
+        cards.append(("internal errors", len(triage.internal), " sev-error"))
     cards += [(f"{sev.label}{'s' * (sev.label != 'info')}", n, f" sev-{sev.label}")
               for sev, n in triage.severity_counts.items()]
     if triage.baseline is not None:

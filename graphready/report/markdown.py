@@ -5,8 +5,9 @@ from __future__ import annotations
 from graphready.report.chart import panel_text, unit_panels
 from graphready.report.describe import (cause_stats, config_items, first_location, run_line,
                                        settings_missing, when)
-from graphready.report.triage import (EVIDENCE_HELP, EVIDENCE_LABELS, EVIDENCE_ORDER, RANKING, Item, RootCause,
-                                      RunInfo, Triage)
+from graphready.findings import Finding
+from graphready.report.triage import (EVIDENCE_HELP, EVIDENCE_LABELS, EVIDENCE_ORDER, INTERNAL_HELP, RANKING, Item,
+                                      RootCause, RunInfo, Triage)
 from graphready.report.units import NUMERIC_COLUMNS, UNIT_COLUMNS, unit_row
 
 
@@ -16,6 +17,9 @@ def render_markdown(triage: Triage) -> str:
     baseline = f"; baseline `{triage.baseline}`" if triage.baseline else ""
     lines += [f"Made {when(triage.created)} by graphready {triage.version} from {sources}{baseline}.", ""]
     lines += ["## Summary", ""] + _overview(triage)
+    if triage.internal:
+        lines += ["## graphready's own failures", "", INTERNAL_HELP, ""]
+        lines += [_internal(f) for f in triage.internal] + [""]
     lines += ["## Fix first", ""]
     if triage.causes:
         lines += [RANKING, ""] + _ranking(triage.causes)
@@ -40,6 +44,8 @@ def _overview(triage: Triage) -> list[str]:
     severities = ", ".join(f"{n} {sev.label}{'s' * (sev.label != 'info' and n != 1)}"
                            for sev, n in triage.severity_counts.items())
     lines = [f"- **{triage.total}** findings: {severities}"]
+    if triage.internal:
+        lines.append(f"- **{len(triage.internal)}** internal errors: graphready's own failures, not findings (below)")
     evidence = ", ".join(f"{triage.evidence_counts[ev]} {EVIDENCE_LABELS[ev]}" for ev in EVIDENCE_ORDER)
     lines.append(f"- evidence: {evidence}")
     if triage.baseline is not None:
@@ -50,6 +56,11 @@ def _overview(triage: Triage) -> list[str]:
     lines.append("")
     lines += [f"- **{EVIDENCE_LABELS[ev]}**: {EVIDENCE_HELP[ev]}" for ev in EVIDENCE_ORDER]
     return lines + [""]
+
+
+def _internal(f: Finding) -> str:
+    unit = f" (unit `{f.unit}`)" if f.unit else ""
+    return f"- `{f.path}:{f.line}` {f.rule}{unit}: {f.message}"
 
 
 def _ranking(causes: list[RootCause]) -> list[str]:

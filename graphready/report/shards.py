@@ -85,7 +85,7 @@ def _merge(shards: list[ResultDocument]) -> ResultDocument:
 def verdict(doc: ResultDocument) -> tuple[bool, str]:
     """(passed, one line) for a merged check document: it passes when every unit passed."""
     statuses = [u.get("status") for u in doc.units]
-    counts = {s: statuses.count(s) for s in ("pass", "fail", "error") if s in statuses}
+    counts = {s: statuses.count(s) for s in ("pass", "fail", "error", "internal-error") if s in statuses}
     passed = all(s == "pass" for s in statuses)
     parts = ", ".join(f"{n} {s}" for s, n in counts.items()) or "no units"
     return passed, f"{doc.path}: {len(statuses)} unit(s), {parts}: {'passed' if passed else 'FAILED'}"
@@ -94,5 +94,8 @@ def verdict(doc: ResultDocument) -> tuple[bool, str]:
 def to_json(doc: ResultDocument) -> dict:
     """The merged document in the `check --format json` shape."""
     summary = summarize(doc.findings, Severity.parse(doc.fail_on))
+    internal = sum(1 for f in doc.findings if f.internal)
+    if internal:
+        summary["internal_errors"] = internal
     return {"version": JSON_VERSION, "tool": "check", "findings": [f.to_json() for f in doc.findings],
             "summary": summary, "units": doc.units, "run": doc.run}

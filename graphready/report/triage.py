@@ -30,6 +30,8 @@ EVIDENCE_HELP = {
     Evidence.STATIC: "`lint` flagged the line; no `check` result covers it (not run, or no unit reached it).",
     Evidence.DYNAMIC: "`check` saw it break on the GPU at a line `lint` did not flag: a static blind spot.",
 }
+INTERNAL_HELP = ("graphready itself failed on these (a bug to report with the run's `--verbose` output): what "
+                 "they name was not fully checked, and they are not ranked with the findings; every other finding stands.")
 RANKING = ("Ranked by severity, then findings `check` saw on the GPU (confirmed or dynamic only), then "
            "hot-path fan-in (hot callers of the code to change: one fix covers them all), then number of findings.")
 
@@ -95,6 +97,7 @@ class Triage:
     fixed: list[dict]
     runs: list[RunInfo]
     created: str  # when the report was made, ISO 8601 (UTC)
+    internal: list[Finding] = field(default_factory=list)  # graphready's own failures (GR002, GD001): not causes
     version: str = __version__  # the graphready that made it
 
     @property
@@ -107,6 +110,8 @@ def build_triage(documents: list[ResultDocument], root: Path | None = None,
     """`root` overrides where snippets are read from; by default each document's recorded root is used
     (falling back to the current directory), so a report needs no flag where lint ran."""
     rooted = _unique((f, snippet_root(doc, root)) for doc in documents for f in doc.findings)
+    internal = [f for f, _ in rooted if f.internal]  # bugs of graphready's: reported apart, never ranked as causes
+    rooted = [(f, directory) for f, directory in rooted if not f.internal]
     findings = [f for f, _ in rooted]
     check = [f for f in findings if f.source == "check"]
     lint = [f for f in findings if f.source == "lint"]
@@ -154,6 +159,7 @@ def build_triage(documents: list[ResultDocument], root: Path | None = None,
         runs=[RunInfo(source=str(doc.path), tool=doc.tool, version=doc.version, created=doc.created,
                       root=str(doc.root) if doc.root else None, config=doc.config) for doc in documents],
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        internal=sorted(internal, key=Finding.sort_key),
     )
 
 

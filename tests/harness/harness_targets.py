@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import weakref
 
 from graphready.harness import Unit
 
@@ -55,7 +56,13 @@ def _sleeps(x):
     time.sleep(600)
 
 
-PLANTED = {"ok": double, "bad": _raises, "abort": _aborts, "hang": _sleeps}
+def _noisy(x):
+    import torch
+
+    return x + torch.rand_like(x)  # differs from call to call: a verdict (GD301) on any machine
+
+
+PLANTED = {"ok": double, "bad": _raises, "abort": _aborts, "hang": _sleeps, "noisy": _noisy}
 
 
 def planted_units(log: str, plan: str, gpus: int = 1) -> list[Unit]:
@@ -101,6 +108,58 @@ def gpu_planted_units(log: str, plan: str, gpus: int = 1) -> list[Unit]:
 
     kinds = {"ok": ok, "sync": sync}
     return [Unit(f"u{i}", kinds[kind], inputs) for i, kind in enumerate(plan.split(","))]
+
+
+BREAK_POINTER_AUDIT = "GRAPHREADY_TEST_BREAK_POINTER_AUDIT"
+
+
+class _Gone:
+    pass
+
+
+def _break_pointer_audit() -> None:
+    """Hand the real pointer audit a dead weak proxy among the inputs it walks: it raises ReferenceError in
+    graphready's own code, as it did on a CuTe DSL runtime's proxies (issue 26)."""
+    from graphready.harness.checks import pointers
+
+    real = pointers.audit_capture
+    gone = _Gone()
+    dead = weakref.proxy(gone)
+    del gone
+
+    def audit_capture(run, graph, inputs, outputs):
+        return real(run, graph, (*inputs, dead), outputs)
+
+    pointers.audit_capture = audit_capture
+
+
+class _HostCounter:
+    """A Python step counter: the graph keeps the value it captured, so replays differ from eager (GD301)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def __call__(self, x):
+        self.steps += 1
+        return x + self.steps
+
+
+def gpu_broken_check_units() -> list[Unit]:
+    """A unit with a verdict (GD301) and a clean one, checked with a bug planted in the pointer audit when
+    the environment names `BREAK_POINTER_AUDIT` (serve workers only)."""
+    import torch
+
+    if os.environ.get(BREAK_POINTER_AUDIT) and _in_serve_worker():
+        _break_pointer_audit()
+    weight = torch.randn(4096, device="cuda")
+
+    def scale(x):
+        return x * weight
+
+    def inputs(seed):
+        return (torch.full((4096,), float(seed), device="cuda"),)
+
+    return [Unit("counter", _HostCounter(), inputs), Unit("scale", scale, inputs)]
 
 
 def _padded_inputs(seed: int, key: int):

@@ -1,4 +1,5 @@
-"""A CuTeDSL kernel for the GD202 hazard: out = 2 * x, launched with or without a stream argument."""
+"""A CuTeDSL kernel for the GD202 hazard: out = 2 * x, launched with or without a stream argument, compiled on
+its first call or ahead of the step (`cute.compile`, the compiled kernel held by the step's object)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,22 @@ def double_on_current_stream(x: torch.Tensor, out: torch.Tensor) -> None:
     if "stream" not in _compiled:
         _compiled["stream"] = cute.compile(_double_on, *args)
     _compiled["stream"](*args)
+
+
+def compile_without_stream(out: torch.Tensor):
+    """The kernel compiled ahead of the step, as an engine does at load time, and the wrapper its arguments need.
+
+    The compiled kernel keeps weak proxies to its compile-time arguments, dead once they go: a step that holds
+    it holds dead proxies too (issue 26: they once killed the pointer audit's walk)."""
+    scratch = torch.empty_like(out)
+    return cute.compile(_double_default_stream, from_dlpack(scratch), from_dlpack(out)), from_dlpack
+
+
+def compile_on_stream(out: torch.Tensor):
+    """`compile_without_stream`'s clean twin: the compiled kernel takes the stream to launch on."""
+    scratch = torch.empty_like(out)
+    return cute.compile(_double_on, from_dlpack(scratch), from_dlpack(out), _current_stream()), from_dlpack
+
+
+def current_stream() -> cuda_driver.CUstream:
+    return _current_stream()

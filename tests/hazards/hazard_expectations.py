@@ -20,6 +20,7 @@ HAZARDS = {
     "frozen_step_counter": ("HostStepCounter", ("GD301",)),
     "replaced_buffer": ("ReplacedRunningMean", ("GD301",)),
     "escaped_kernel": ("StreamlessKernel", ("GD202",)),
+    "escaped_compiled_kernel": ("CompiledStreamlessKernel", ("GD202",)),
     "degenerate_capture_path": ("CaptureFallbackScale", ("GD302",)),
     "unstable_dropout": ("TrainingDropout", ("GD303",)),
     "freed_prefetch": ("PrefetchedWeight", ("GD304",)),

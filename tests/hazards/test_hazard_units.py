@@ -63,3 +63,18 @@ def test_capture_failure_names_cuda_error(hazard_results):
 def test_failed_capture_stops_the_unit_not_the_run(hazard_results):
     assert hazard_results["sync_item"].capture == "failed"
     assert hazard_results["clean_sync_item"].capture == "ok"
+
+
+def test_a_cute_kernel_the_step_holds_compiled_is_a_verdict_not_a_worker_death(hazard_results):
+    """Issue 26: the compiled kernel's dead weak proxies once killed the pointer audit, and the worker with it."""
+    result = hazard_results["escaped_compiled_kernel"]
+    assert result.error is None and result.capture == "ok"
+    assert not [f for f in result.findings if f.rule == "GD201"], [f.message for f in result.findings]
+    assert {"GD202", "GD301"} <= {f.rule for f in result.findings}  # the kernel ran outside the graph
+    assert all(failure.checks == ["pointer audit"] for failure in result.internal_failures)
+
+
+def test_no_check_of_graphreadys_fails_on_any_hazard_unit(hazard_results):
+    broken = {name: [(f.checks, f.error) for f in r.internal_failures] for name, r in hazard_results.items()
+              if r.internal_failures}
+    assert broken == {}

@@ -238,6 +238,34 @@ class StreamKernel(StreamlessKernel):
         return self.out
 
 
+class CompiledStreamlessKernel:
+    """A CuTeDSL kernel compiled with `cute.compile` ahead of the step, held by the step's object, launched
+    without a stream (issue 26: the dead weak proxies the compiled kernel holds once killed the worker)."""
+
+    def __init__(self, kernels) -> None:
+        self.kernels = kernels
+        self.out = torch.zeros(N, device="cuda")
+        self.double, self.wrap = kernels.compile_without_stream(self.out)
+
+    def warm(self) -> None:  # loads the compiled kernel before any capture (GD203 is not this unit's point)
+        self(torch.zeros(N, device="cuda"))
+
+    def __call__(self, x):  # hazard: GD202
+        self.double(self.wrap(x), self.wrap(self.out))
+        return self.out
+
+
+class CompiledStreamKernel(CompiledStreamlessKernel):
+    def __init__(self, kernels) -> None:
+        self.kernels = kernels
+        self.out = torch.zeros(N, device="cuda")
+        self.double, self.wrap = kernels.compile_on_stream(self.out)
+
+    def __call__(self, x):
+        self.double(self.wrap(x), self.wrap(self.out), self.kernels.current_stream())
+        return self.out
+
+
 # -- GD302: a degenerate replay --------------------------------------------------------------------
 
 
@@ -708,6 +736,7 @@ def hazard_units() -> list[Unit]:
     device_counter, inplace_mean = DeviceStepCounter(), InPlaceRunningMean()
     hidden, declared = UndeclaredCounter(), UndeclaredCounter()
     streamless, stream = StreamlessKernel(kernels), StreamKernel(kernels)
+    compiled_streamless, compiled_stream = CompiledStreamlessKernel(kernels), CompiledStreamKernel(kernels)
     triton_kernels = _sibling("triton_kernels")
     warm_triton, warm_compiled = WarmTritonScale(triton_kernels), WarmCompiledActivation()
     total = RunningTotal()
@@ -727,6 +756,8 @@ def hazard_units() -> list[Unit]:
         _unit("clean_replaced_buffer", inplace_mean, state=lambda: (inplace_mean.mean,)),
         _unit("escaped_kernel", streamless, setup=streamless.warm),
         _unit("clean_escaped_kernel", stream, setup=stream.warm),
+        _unit("escaped_compiled_kernel", compiled_streamless, setup=compiled_streamless.warm),
+        _unit("clean_escaped_compiled_kernel", compiled_stream, setup=compiled_stream.warm),
         _unit("degenerate_capture_path", CaptureFallbackScale()),
         _unit("clean_degenerate_capture_path", CaptureSameScale()),
         _unit("unstable_dropout", TrainingDropout()),

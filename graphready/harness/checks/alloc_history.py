@@ -4,14 +4,18 @@ The worker turns recording on before it builds the target, so a buffer made at l
 weight, a cache's table) has its Python stack too. Only allocations keep a stack (`context=
 "alloc"`), which is what locating needs and keeps the cost per allocation small. The trace is a
 ring of the latest `MAX_ENTRIES` events; a block allocated before that has no stack and its
-finding falls back to the unit's callable.
+finding falls back to the unit's callable. The user's line is often only a call into a library
+(`model.to(device)`, a model's first forward); the library line inside it that made the buffer is
+named too.
 """
 
 from __future__ import annotations
 
+import sysconfig
 from pathlib import Path
 from typing import Any, Iterable
 
+from graphready.harness import frames as stack_frames
 from graphready.harness.frames import Location, is_user_file, relative_path
 
 MAX_ENTRIES = 50_000
@@ -37,6 +41,39 @@ def user_location(frames: Iterable[dict[str, Any]], root: Path | None = None) ->
         if is_user_file(filename):
             return Location(relative_path(filename, root), int(frame.get("line", 0)))
     return None
+
+
+def library_line(frames: Iterable[dict[str, Any]]) -> str | None:
+    """`file:line in function` of the library code between the allocation and the innermost user frame:
+    the innermost frame outside torch and the standard library (transformers' cache, say), else the
+    innermost frame (torch's own). None when the allocation came straight from user code, or from
+    no user code at all (the harness)."""
+    inside = []
+    for frame in frames:
+        if is_user_file(frame.get("filename", "")):
+            break
+        inside.append(frame)
+    else:
+        return None
+    if not inside:
+        return None
+    plumbing = tuple(sorted(stack_frames._package_dirs(("torch",)) | _stdlib_dirs()))
+    chosen = next((f for f in inside if not stack_frames._under(f.get("filename", ""), plumbing)), inside[0])
+    name = f" in {chosen['name']}" if chosen.get("name") else ""
+    return f"{_short_path(chosen.get('filename', ''))}:{int(chosen.get('line', 0))}{name}"
+
+
+def _stdlib_dirs() -> set[str]:
+    paths = sysconfig.get_paths()
+    return {str(Path(paths[key]).resolve()) for key in ("stdlib", "platstdlib") if paths.get(key)}
+
+
+def _short_path(filename: str) -> str:
+    """An installed package's file from its package directory on (`transformers/cache_utils.py`)."""
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in filename:
+            return filename.rsplit(marker, 1)[1]
+    return relative_path(filename)
 
 
 def allocation_event(traces: list[dict[str, Any]], address: int) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import torch
 
+from graphready.harness.blame import raised_by_user
 from graphready.harness.frames import Location, exception_extension_frame, exception_user_frame
 from graphready.harness.tracer import OpFailure, OpTracer
 
@@ -56,6 +57,7 @@ class CaptureOutcome:
     error_detail: str | None = None  # the extension-library frame it was raised in (CuPy), if any
     empty_warning: bool = False
     warnings: list[str] = field(default_factory=list)
+    internal: BaseException | None = None  # graphready's own code (the op tracer) raised: not a capture failure
 
     @property
     def location(self) -> Location | None:
@@ -65,7 +67,7 @@ class CaptureOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.failure is None
+        return self.error is None and self.failure is None and self.internal is None
 
     def cuda_error(self) -> str | None:
         """The CUDA error by enum name, when the capture got as far as a CUDA call."""
@@ -97,6 +99,12 @@ def _first_exception(exc: BaseException) -> BaseException:
     return exc
 
 
+def _raised_by_graphready(exc: BaseException) -> bool:
+    """graphready's own code (a hook inside the step) raised, and not with a CUDA error: a capture that
+    ends with a CUDA error (at an op or at capture_end) is the unit's failure, whoever's frame saw it."""
+    return not raised_by_user(exc) and cuda_error_name(str(exc)) is None
+
+
 def capture_step(
     step: Callable[[], Any], tracer: OpTracer, stream: torch.cuda.Stream, root: Path | None = None
 ) -> CaptureOutcome:
@@ -110,9 +118,12 @@ def capture_step(
                     outcome.outputs = step()
         except Exception as exc:  # the capture failed; the process's CUDA state is now suspect
             first = _first_exception(exc)
-            outcome.error = f"{type(first).__name__}: {first}"
-            outcome.error_location = exception_user_frame(first.__traceback__, root)
-            outcome.error_detail = exception_extension_frame(first.__traceback__)
+            if _raised_by_graphready(first):
+                outcome.internal = first
+            else:
+                outcome.error = f"{type(first).__name__}: {first}"
+                outcome.error_location = exception_user_frame(first.__traceback__, root)
+                outcome.error_detail = exception_extension_frame(first.__traceback__)
     outcome.warnings = [str(w.message) for w in caught]
     outcome.empty_warning = any("graph is empty" in text.lower() for text in outcome.warnings)
     outcome.failure = tracer.failure

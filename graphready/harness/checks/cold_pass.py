@@ -40,6 +40,10 @@ def merge_cold(main: UnitResult, cold: UnitResult | None) -> UnitResult:
         else:
             main.notes.append(f"capture without warm-up not checked: {cold.error}")
         return main
+    if cold.internal_failures:  # graphready's own cold capture check failed: GD001, whatever the warm capture did
+        anchor = next(f for f in cold.findings if f.internal)
+        for failure in cold.internal_failures:
+            main.add_internal_failure(failure, anchor.path, anchor.line)
     for finding in cold.findings:
         if finding.rule != "GD203":
             continue

@@ -220,6 +220,7 @@ def replay_checks(run, fresh_inputs: tuple, state0: tuple, graphed: bool) -> Non
     """Replays (the compiled callable after warm-up) against eager (its Python original): GD301-303."""
     import torch
 
+    from graphready.harness.blame import call_user, raised_by_user
     from graphready.harness.checks import kernels as kernel_check
     from graphready.harness.checks.replay import mismatch_message
     from graphready.harness.compare import as_outputs, clone_all, degenerate, first_difference
@@ -234,9 +235,9 @@ def replay_checks(run, fresh_inputs: tuple, state0: tuple, graphed: bool) -> Non
 
     def two_steps(fn) -> tuple:
         run.restore(state0)
-        first = clone_all(as_outputs(fn(*fresh)))
+        first = clone_all(as_outputs(call_user(fn, *fresh)))
         first_state = clone_all(run.state_tensors())
-        second = clone_all(as_outputs(fn(*fresh_next)))
+        second = clone_all(as_outputs(call_user(fn, *fresh_next)))
         second_state = clone_all(run.state_tensors())
         torch.cuda.synchronize(device)
         return first, first_state, second, second_state
@@ -245,6 +246,8 @@ def replay_checks(run, fresh_inputs: tuple, state0: tuple, graphed: bool) -> Non
     try:
         replayed, again = two_steps(unit.fn), two_steps(unit.fn)
     except Exception as exc:
+        if not raised_by_user(exc):
+            raise
         run.result.error = f"a compiled call raised {type(exc).__name__}: {exc}"
         run.add("GD201", f"the compiled step failed after warm-up: {type(exc).__name__}: {exc}", None)
         return
@@ -256,6 +259,8 @@ def replay_checks(run, fresh_inputs: tuple, state0: tuple, graphed: bool) -> Non
     try:
         eager = two_steps(original)
     except Exception as exc:
+        if not raised_by_user(exc):
+            raise
         run.result.error = f"the Python original of the compiled step raised {type(exc).__name__}: {exc}"
         run.add("GD201", run.result.error, None)
         return
@@ -274,9 +279,9 @@ def replay_checks(run, fresh_inputs: tuple, state0: tuple, graphed: bool) -> Non
     run.on_phase("replay timing")
     stream = torch.cuda.current_stream(device)
     run.restore(state0)
-    run.result.kernels = kernel_check.eager_kernel_count(lambda: original(*fresh))
-    run.result.graph_kernels = kernel_check.eager_kernel_count(lambda: unit.fn(*fresh))
-    run.result.eager_ms = run.time_ms(lambda: original(*fresh), stream)
-    run.result.replay_ms = run.time_ms(lambda: unit.fn(*fresh), stream)
+    run.result.kernels = kernel_check.eager_kernel_count(lambda: call_user(original, *fresh))
+    run.result.graph_kernels = kernel_check.eager_kernel_count(lambda: call_user(unit.fn, *fresh))
+    run.result.eager_ms = run.time_ms(lambda: call_user(original, *fresh), stream)
+    run.result.replay_ms = run.time_ms(lambda: call_user(unit.fn, *fresh), stream)
     run.restore(state0)
     torch.cuda.synchronize(device)

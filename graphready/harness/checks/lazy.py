@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 import torch
 
-from graphready.harness.checks.capture import _first_exception, new_graph
+from graphready.harness.blame import InternalFailure, call_user, raised_by_user
+from graphready.harness.checks.capture import _first_exception, _raised_by_graphready, new_graph
 from graphready.harness.checks.compiled import uses_compiler_graphs
 from graphready.harness.checks.lazy_hooks import FirstCallHooks
 from graphready.harness.checks.lazy_report import CaptureObservation, Work, describe_bytes, lazy_findings
@@ -91,6 +92,8 @@ def observe_capture(step: Callable[[], Any], device: torch.device, root: Path | 
                     outputs = step()
             except Exception as exc:  # the capture failed; this process is poisoned now
                 first = _first_exception(exc)
+                if _raised_by_graphready(first):
+                    raise first from None  # a hook of ours: GD001 (cold_check_unit), not a cold capture failure
                 observation.error = f"{type(first).__name__}: {first}"
                 observation.error_location = traceback_location(first.__traceback__, root)
         observation.work = list(hooks.work)
@@ -108,36 +111,58 @@ def observe_capture(step: Callable[[], Any], device: torch.device, root: Path | 
 
 
 def _inputs(unit: Unit) -> tuple:
-    inputs = unit.make_inputs(0)
+    inputs = call_user(unit.make_inputs, 0)
     return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
 
 
 def cold_check_unit(unit: Unit, device: torch.device, options, on_phase: Callable[[str], None] = lambda _: None) -> UnitResult:
-    """GD203 for one unit: its cold capture compared with a warm one. `options` is a session CheckOptions."""
+    """GD203 for one unit: its cold capture compared with a warm one. `options` is a session CheckOptions.
+
+    The unit's own errors are the main check's to report; an exception that gets out of here is
+    graphready's (GD001 for the cold capture check), and the worker retires, since it may have broken
+    off a capture."""
     result = UnitResult(name=unit.name, device=str(device))
-    root = options.root
     path, line = callable_location(unit.fn)
-    fallback = Location(relative_path(path, root), line)
+    fallback = Location(relative_path(path, options.root), line)
+    phase = "cold capture"
+
+    def phase_is(name: str) -> None:
+        nonlocal phase
+        phase = name
+        on_phase(name)
+
+    try:
+        _cold_check(unit, device, options.root, fallback, result, phase_is)
+    except Exception as exc:
+        result.capture = "failed"
+        result.add_internal_failure(InternalFailure.of(phase, exc), fallback.path, fallback.line)
+    return result
+
+
+def _cold_check(unit: Unit, device: torch.device, root: Path | None, fallback: Location, result: UnitResult,
+                on_phase: Callable[[str], None]) -> None:
     if uses_compiler_graphs(unit.fn):
         result.notes.append("no capture without warm-up: torch.compile(mode=\"reduce-overhead\") captures this unit itself")
-        return result
+        return
     torch.cuda.set_device(device)
     on_phase("cold inputs")
     try:
         inputs = _inputs(unit)
-    except Exception as exc:  # the main check reports the unit's own errors
+    except Exception as exc:
+        if not raised_by_user(exc):
+            raise
+        # the main check reports the unit's own errors
         result.notes.append(f"no capture without warm-up: make_inputs raised {type(exc).__name__}")
-        return result
+        return
     on_phase("cold capture")
-    cold = observe_capture(lambda: unit.fn(*inputs), device, root, fallback)
+    cold = observe_capture(lambda: call_user(unit.fn, *inputs), device, root, fallback)
     warm = None
     if cold.error is None:
         on_phase("warm capture")
-        warm = observe_capture(lambda: unit.fn(*inputs), device, root, fallback)
+        warm = observe_capture(lambda: call_user(unit.fn, *inputs), device, root, fallback)
     result.capture = "failed" if cold.error is not None or (warm is not None and warm.error is not None) else "ok"
     compared = warm if warm is not None and warm.error is None else None
     for finding in lazy_findings(cold, compared, fallback):
         location = finding.location or fallback
         result.findings.append(make_finding("GD203", finding.message, unit=unit.name, path=location.path,
                                             line=location.line, severity=finding.severity))
-    return result

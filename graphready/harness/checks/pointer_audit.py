@@ -179,9 +179,9 @@ def _short(name: str, limit: int = 60) -> str:
     return name if len(name) <= limit else name[: limit - 3] + "..."
 
 
-def finding_message(size: int, verdicts: list[Verdict], where: str | None) -> str:
+def finding_message(size: int, verdicts: list[Verdict], where: str | None, holder: str | None = None) -> str:
     """The GD307 text for one buffer of `size` bytes: which nodes use it, what it is, where it came
-    from, the fix."""
+    from (`where`: the user's line, and the library line inside it), who holds it, the fix."""
     nodes = sorted({(v.node, v.node_name) for v in verdicts})
     used = f"node {nodes[0][0]} ({_short(nodes[0][1])})" + (f" and {len(nodes) - 1} more" if len(nodes) > 1 else "")
     made = f" allocated at {where}" if where else ""
@@ -191,8 +191,9 @@ def finding_message(size: int, verdicts: list[Verdict], where: str | None) -> st
             "every replay reads or writes memory the allocator has handed back, and corrupts whatever is "
             "allocated there next; keep that tensor alive (store it on self) for the graph's lifetime"
         )
+    held = f" and held by `{holder}`" if holder else ""
     return (
-        f"the captured graph reads a {size}-byte buffer{made} that no input, state or object the unit "
+        f"the captured graph reads a {size}-byte buffer{made}{held} that no input, state or object the unit "
         f"reaches holds, used by {used}: whatever holds it (a cache, a global, a caller's variable) can free "
         "it, and the replay then uses reused memory; store it on the module (self.x) that runs the step"
     )

@@ -9,7 +9,6 @@ capture are looked up again in the allocator's trace: one freed since then is a 
 from __future__ import annotations
 
 import gc
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,7 @@ from graphready.harness.checks import alloc_history, graph_params
 from graphready.harness.checks import pointer_audit as audit_rules
 from graphready.harness.checks.reachable import reachable_tensors
 from graphready.harness.frames import Location
+from graphready.harness.reach import owner_names
 from graphready.harness.tracer import storage_key, tensors_in
 
 _OWNED_KINDS = ("input", "state", "output", "attribute", audit_rules.LIBRARY, audit_rules.UNKNOWN)
@@ -50,37 +50,42 @@ def owner_spans(unit: Any, inputs: tuple, state: list[torch.Tensor], outputs: tu
             *_spans("attribute", reached)]
 
 
-def python_held(memory: audit_rules.Memory, wanted: set[int]) -> set[int]:
-    """Which of the blocks starting at `wanted` some live Python tensor holds."""
-    held = set()
-    with warnings.catch_warnings():  # isinstance() on some objects warns (deprecated torch aliases)
-        warnings.simplefilter("ignore")
-        for obj in gc.get_objects():
-            try:
-                if not isinstance(obj, torch.Tensor) or obj.device.type != "cuda":
-                    continue
-                key = storage_key(obj)
-            except Exception:  # a tensor subclass that cannot say where it lives
-                continue
-            block = memory.block_at(key[0]) if key else None
-            if block is not None and block.start in wanted:
-                held.add(block.start)
-    return held
+def python_holders(memory: audit_rules.Memory, wanted: set[int]) -> tuple[list[int], list[torch.Tensor]]:
+    """Which of the blocks starting at `wanted` some live Python tensor holds: their starts, and one
+    such tensor each. One pass over the heap (run only when the graph uses memory nobody named)."""
+    starts: list[int] = []
+    tensors: list[torch.Tensor] = []
+    for obj in gc.get_objects():
+        if not issubclass(type(obj), torch.Tensor):
+            continue
+        try:
+            key = storage_key(obj) if obj.device.type == "cuda" else None
+        except Exception:  # a tensor subclass that cannot say where it lives
+            continue
+        block = memory.block_at(key[0]) if key else None
+        if block is not None and block.start in wanted and block.start not in starts:
+            starts.append(block.start)
+            tensors.append(obj)
+    return starts, tensors
 
 
 def _traces(snapshot: dict) -> list[dict]:
     return [event for device in snapshot.get("device_traces", []) for event in device]
 
 
-def _allocation(run, block: audit_rules.Block, address: int, traces: list[dict]) -> tuple[Location | None, int]:
-    """Where the buffer at `address` was allocated, and its size. A freed block may have merged with
-    its neighbours, so its allocation is looked up in the trace by the address the graph holds."""
-    if block.live and block.frames:
-        return alloc_history.user_location(block.frames, run.options.root), block.size
-    event = alloc_history.allocation_event(traces, address)
-    if event is None:
-        return None, block.size
-    return alloc_history.user_location(event.get("frames", []), run.options.root), event.get("size", block.size)
+def _allocation(run, block: audit_rules.Block, address: int, traces: list[dict]) -> tuple[Location | None, str | None, int]:
+    """Where the buffer at `address` was allocated (the user's line, and `user line (via library line)`
+    to show), and its size. A freed block may have merged with its neighbours, so its allocation is looked
+    up in the trace by the address the graph holds."""
+    frames, size = block.frames, block.size
+    if not (block.live and frames):
+        event = alloc_history.allocation_event(traces, address)
+        frames, size = (event.get("frames", []), event.get("size", size)) if event else ((), size)
+    location = alloc_history.user_location(frames, run.options.root)
+    if location is None:
+        return None, None, size
+    library = alloc_history.library_line(frames)
+    return location, location.describe() + (f" (via {library})" if library else ""), size
 
 
 def audit_capture(run, graph: torch.cuda.CUDAGraph, inputs: tuple, outputs: tuple) -> CaptureAudit | None:
@@ -97,13 +102,17 @@ def audit_capture(run, graph: torch.cuda.CUDAGraph, inputs: tuple, outputs: tupl
     owners = audit_rules.Owners(owner_spans(run.unit, inputs, run.state_tensors(), outputs))
     verdicts = audit_rules.audit(words.nodes, memory, owners, tuple(graph.pool()))
     unowned = {v.block.start for v in verdicts if v.kind == audit_rules.UNOWNED}
+    holders: dict[int, str] = {}
     if unowned:
-        verdicts = audit_rules.resolve_unowned(verdicts, python_held(memory, unowned))
+        starts, tensors = python_holders(memory, unowned)
+        holders = dict(zip(starts, owner_names(tensors)))
+        del tensors
+        verdicts = audit_rules.resolve_unowned(verdicts, set(holders))
     traces = _traces(snapshot)
     for block, group in audit_rules.findings_by_block(verdicts).items():
-        location, size = _allocation(run, block, group[0].value, traces)
+        location, where, size = _allocation(run, block, group[0].value, traces)
         freed = group[0].kind == audit_rules.FREED
-        message = audit_rules.finding_message(size, group, location.describe() if location else None)
+        message = audit_rules.finding_message(size, group, where, holders.get(block.start))
         run.add("GD307", message, location, Severity.ERROR if freed else Severity.WARNING)
     run.result.notes.append(audit_rules.summary_note(verdicts, len(words.nodes), words.unreadable))
     watched: dict[audit_rules.Block, list[audit_rules.Verdict]] = {}
@@ -121,6 +130,6 @@ def recheck(run, capture: CaptureAudit | None) -> None:
     freed = alloc_history.freed_after(traces, (block.start for block in capture.watched), capture.since)
     for block, group in capture.watched.items():
         if block.start in freed:
-            location, size = _allocation(run, block, group[0].value, traces)
-            message = audit_rules.freed_later_message(size, group, location.describe() if location else None)
+            location, where, size = _allocation(run, block, group[0].value, traces)
+            message = audit_rules.freed_later_message(size, group, where)
             run.add("GD307", message, location)

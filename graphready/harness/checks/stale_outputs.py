@@ -20,6 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from graphready.harness.blame import call_user, raised_by_user
 from graphready.harness.checks import pointer_audit
 from graphready.harness.compare import as_outputs, clone_all, first_difference
 from graphready.harness.frames import Location, current_user_frame, exception_user_frame
@@ -167,16 +168,18 @@ def check_loop(run, graph, static_inputs: tuple, static_outputs: tuple, state0: 
     unit, atol, rtol = run.unit, run.unit.atol, run.unit.rtol
     try:
         run.restore(state0)
-        eager = clone_all(as_outputs(unit.loop(unit.fn, LOOP_STEPS)))
+        eager = clone_all(as_outputs(call_user(unit.loop, unit.fn, LOOP_STEPS)))
         run.restore(state0)
         tracer = StaleReadTracer(run.options.root)
         step = graphed_step(replay_on(graph, stream), tensors_in(static_inputs), list(static_outputs),
                             in_graph_pool(static_outputs, graph), tracer)
         with tracer:
-            result = unit.loop(step, LOOP_STEPS)
+            result = call_user(unit.loop, step, LOOP_STEPS)
         graphed = clone_all(as_outputs(result))
         torch.cuda.synchronize(stream.device)
     except Exception as exc:
+        if not raised_by_user(exc):  # the check's own failure: GD001, by the session's guard
+            raise
         location = exception_user_frame(exc.__traceback__, run.options.root)
         run.add("GD201", f"the unit's loop raised {type(exc).__name__}: {exc}", location)
         return

@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from graphready.harness.compare import clone_all, first_difference
 from graphready.harness.frames import Location, is_user_file, relative_path
-from graphready.harness.reach import Reached, live_tensors, owner_name, reachable_tensors
+from graphready.harness.reach import Reached, live_tensors, owner_names, reachable_tensors
 from graphready.harness.tracer import storage_key, tensors_in
 
 _CHUNK_WORDS = 1 << 24  # 128 MiB of int64 words per fingerprint pass, to bound the temporary memory
@@ -212,18 +212,21 @@ def settle(run, static_inputs: tuple, fresh_inputs: tuple, state0: tuple) -> tup
         return state0
     exclude = inputs | storages(run.state_tensors()) | storages(state0)
     culprits = carried_over(step, restore, distinct(reachable_tensors(unit.fn), exclude))
-    if not culprits:  # nothing reachable explains it: every live tensor, named by whoever holds it
-        unnamed = [Reached(owner_name(t), (), t) for t in _unreached_live(exclude, unit.fn)]
-        culprits = carried_over(step, restore, distinct(unnamed, exclude))
-        del unnamed
+    if not culprits:  # nothing reachable explains it: every live tensor on the unit's device
+        culprits = _unreached_culprits(step, restore, exclude, unit.fn, run.device)
     if not culprits:
         return state0
     return _adopt(run, culprits, difference, state0, step)
 
 
-def _unreached_live(exclude: set[int], fn) -> list[torch.Tensor]:
+def _unreached_culprits(step, restore, exclude: set[int], fn, device: torch.device) -> list[Reached]:
+    """The live tensors outside the unit's reach that two steps leave different, named by whoever holds
+    them. Only those few are named: naming costs passes over the whole heap."""
     reached = storages([item.tensor for item in reachable_tensors(fn)])
-    return [t for t in live_tensors() if (key := storage_key(t)) and key[0] not in exclude | reached]
+    unreached = [t for t in live_tensors(device) if (key := storage_key(t)) and key[0] not in exclude | reached]
+    tensors = [item.tensor for item in carried_over(step, restore, distinct([Reached("", (), t) for t in unreached]))]
+    del unreached
+    return [Reached(name, (), tensor) for name, tensor in zip(owner_names(tensors), tensors)]
 
 
 def _adopt(run, culprits: list[Reached], difference: str, state0: tuple, step) -> tuple:
