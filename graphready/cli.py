@@ -27,7 +27,8 @@ exit codes:
   0  clean: nothing at or above fail-on
   1  findings at or above fail-on (see --fail-on)
   2  usage or configuration error (the message says what to change)
-  3  internal error in graphready (one line naming the file; add --verbose for the traceback)
+  3  internal error in graphready (one line naming the file or phase; add --verbose for the
+     traceback); lint reports one on a single file as a GR002 finding and reports the rest too
 
 examples:
   graphready lint                            lint the project in the current directory

@@ -1,7 +1,8 @@
 """The two ways a command ends early, each with its own exit code and never a bare traceback.
 
 Exit codes shared by every command: 0 clean, 1 findings that fail the run, 2 usage or
-configuration error (`UsageError`), 3 internal error (a bug in graphready, `InternalError`).
+configuration error (`UsageError`), 3 internal error (a bug in graphready: an `InternalError`, or
+`lint`'s GR002 findings, which leave the other findings standing).
 """
 
 from pathlib import Path
@@ -32,27 +33,34 @@ def read_named_file(path: Path, label: str, error: type[Exception] = UsageError,
 
 
 class InternalError(Exception):
-    """graphready itself failed on some input: reported apart from findings so it never passes for them.
+    """graphready itself failed: reported apart from findings so it never passes for them.
 
-    `path` names the file being analysed when it failed; `details` is the original traceback,
-    shown only with --verbose.
+    `path` names the file being analysed when it failed, or `during` the phase over a whole project
+    (`lint` reports a failure on one file as a GR002 finding instead and goes on); `details` is the
+    original traceback, shown only with --verbose.
     """
 
-    def __init__(self, path: str | None, error: str, details: str):
-        super().__init__(path, error, details)  # plain args: it crosses process boundaries
+    def __init__(self, path: str | None, error: str, details: str, during: str | None = None):
+        super().__init__(path, error, details, during)  # plain args: it crosses process boundaries
         self.path = path
         self.error = error
         self.details = details
+        self.during = during
 
     @classmethod
-    def wrap(cls, path: str | None, exc: BaseException) -> "InternalError":
+    def wrap(cls, path: str | None, exc: BaseException, during: str | None = None) -> "InternalError":
         import traceback
 
-        return cls(path, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)))
+        return cls(path, f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)), during)
 
     def __str__(self) -> str:
         return self.one_line()
 
     def one_line(self) -> str:
-        where = f" while analysing {self.path}" if self.path else ""
+        if self.during:
+            where = f" while {self.during}"
+        elif self.path:
+            where = f" while analysing {self.path}"
+        else:
+            where = ""
         return f"internal error{where} ({self.error}); {REPORT_HINT}"

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from graphready.catalog import check_code
 from graphready.config import Config, config_record
-from graphready.errors import UsageError
+from graphready.errors import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INTERNAL, UsageError
 from graphready.findings import Finding, Severity, summarize
+from graphready.lint.analysis.candidate import INTERNAL_ERROR
 from graphready.lint.baseline import write_baseline, write_output
 from graphready.lint.engine import Selection
 from graphready.lint.files import SOURCE_SUFFIXES, relative
@@ -26,7 +27,9 @@ exit codes:
   0  nothing at or above fail-on (findings below it, or baselined, are still shown)
   1  findings at or above fail-on
   2  usage or configuration error, e.g. an unknown rule code or a hot-paths entry that matches nothing
-  3  internal error in graphready (one line naming the file; --verbose adds the traceback)
+  3  internal error in graphready: where it failed on one file or function, that is a GR002 finding
+     (the run goes on and reports everything else; one line each on stderr, --verbose adds the
+     traceback); a failure over the whole project is one line naming the phase
 
 Each file is linted with the [tool.graphready] table of the nearest pyproject.toml above it.
 Paths in every format are relative to the current directory; JSON lines and columns are 1-based.
@@ -97,17 +100,18 @@ def run(args: argparse.Namespace) -> int:
     if not any(p.result.requested for p in result.projects):
         raise UsageError(f"no {', '.join(SOURCE_SUFFIXES)} files to lint in {', '.join(map(str, paths))}"
                          " (after `exclude` and the default exclusions such as .venv and build)")
+    verbose = getattr(args, "verbose", False)
     if args.write_baseline is not None:
         (project,) = result.projects
         root = project.config.root
-        recorded = [_at_root(f, root) for f in result.findings]
+        recorded = [_at_root(f, root) for f in result.findings if f.rule != INTERNAL_ERROR]
         write_baseline(args.write_baseline, recorded)
         print(f"graphready lint: recorded {_count(len(recorded), 'finding')} in {args.write_baseline}",
               file=sys.stderr)
-        return 0
+        return _failed(result, verbose, EXIT_CLEAN)
     if args.list_hot:
         sys.stdout.write(_hot_listing(result))
-        return 0
+        return _failed(result, verbose, EXIT_CLEAN)
     summary = _summary(result)
     records = [config_record(p.config, s.select, s.ignore) for p, s in zip(result.projects, selections)]
     for entry, record in zip(summary["projects"], records):
@@ -126,7 +130,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"graphready lint: note: {note}", file=sys.stderr)
         line, _ = summary_text(summary, "lint")
         print(line + (f" Report: {args.output}" if args.output else ""), file=sys.stderr)
-    return 1 if summary["failing"] else 0
+    return _failed(result, verbose, EXIT_FINDINGS if summary["failing"] else EXIT_CLEAN)
+
+
+def _failed(result: Run, verbose: bool, exit_code: int) -> int:
+    """Exit 3 where graphready failed on a file or function, whatever the findings and fail-on say (CI must
+    see a bug in the tool); one line each on stderr, with the traceback first under --verbose."""
+    for failure in result.failures:
+        if verbose:
+            print(failure.details, file=sys.stderr, end="")
+        print(f"graphready lint: {failure.one_line()}", file=sys.stderr)
+    return EXIT_INTERNAL if result.failures else exit_code
 
 
 def _hot_listing(result: Run) -> str:
@@ -176,6 +190,10 @@ def _summary(result: Run) -> dict:
                    "files": p.result.files, "hot_functions": p.result.hot_functions} for p in result.projects],
         notes=notes,
     )
+    failures = result.failures
+    summary["internal_errors"] = len(failures)
+    summary["not_analysed"] = {"files": len({f.path for f in failures if f.unchecked and not f.function}),
+                               "functions": len({(f.path, f.function) for f in failures if f.unchecked and f.function})}
     summary["suppressed"] = [
         {"path": f.path, "line": f.line, "rule": f.rule, "reason": f.suppression_reason or ""} for f in result.suppressed
     ]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Iterator
 
 from graphready.catalog import load_catalog
 from graphready.config import Config
@@ -16,6 +18,7 @@ from graphready.lint.cache import CacheEntry, LintCache, digest
 from graphready.lint.analysis.candidate import Candidate
 from graphready.errors import InternalError, UsageError
 from graphready.lint.cuda import CUDA_SUFFIXES, scan_cuda
+from graphready.lint.failures import Failure, recorded
 from graphready.lint.analysis.deep import call_deep
 from graphready.lint.files import discover, module_name, relative
 from graphready.lint.scope.conditions import BranchTests
@@ -55,6 +58,7 @@ class LintResult:
     nested: list[Path] = field(default_factory=list)  # projects of their own under the given paths
     skipped: list[Path] = field(default_factory=list)  # named files that are not .py/.cu/.cuh
     requested: int = 0  # source files under the given paths, read or not
+    failures: list[Failure] = field(default_factory=list)  # graphready's own, one per file or function (GR002)
 
 
 @dataclass
@@ -73,23 +77,36 @@ def _read(path: Path, rel: str, salt: str, requested: bool) -> _Source | Candida
     return _Source(path, rel, read.text, digest(read.data, salt), requested)
 
 
-def _index_job(args: tuple[str, str, str, Guards, bool]) -> ModuleIndex:
+def _index_job(args: tuple[str, str, str, Guards, bool]) -> ModuleIndex | Failure:
     module, rel, text, guards, is_package = args
     try:
         return call_deep(index_module, module, rel, text, guards, is_package)
-    except Exception as exc:
-        raise InternalError.wrap(rel, exc) from None
+    except Exception as exc:  # this file's failure (GR002); the others are indexed all the same
+        return Failure.of(exc, rel, "indexing", lost="none of its code was checked and calls through it were not"
+                                                     " followed (the hot path may miss what they reach)")
 
 
-def _analyze_job(job) -> list[Candidate]:
+def _analyze_job(job) -> tuple[list[Candidate], list[Failure]]:
     from graphready.lint.analysis.analyzer import analyze_file  # libcst loads only when something is parsed
 
     try:
         return call_deep(analyze_file, job)
     except RecursionError:  # deeper than the room call_deep makes: say so rather than crash
-        return [Candidate(PARSE_ERROR, 1, 0, 1, 0, "nested too deeply for graphready to analyse", "")]
+        return [Candidate(PARSE_ERROR, 1, 0, 1, 0, "nested too deeply for graphready to analyse", "")], []
+    except Exception as exc:  # failed before any one function: the whole file is this file's failure (GR002)
+        return [], [Failure.of(exc, job.path, "analysing")]
+
+
+@contextlib.contextmanager
+def _whole_project(during: str) -> Iterator[None]:
+    """A failure in a phase over the whole project cannot be pinned to one file: it ends the run (exit 3),
+    saying which phase failed."""
+    try:
+        yield
+    except (UsageError, InternalError):
+        raise
     except Exception as exc:
-        raise InternalError.wrap(job.path, exc) from None
+        raise InternalError.wrap(None, exc, during) from None
 
 
 def _map(function, jobs: list, workers: int) -> list:
@@ -146,6 +163,8 @@ class LintRun:
         self.cache = LintCache(config.root, use_cache)
         self.catalog = load_catalog()
         self.salt = config.fingerprint()
+        self.failures: list[Failure] = []
+        self.bare_chains: set[str] = set()  # hot functions whose branch tests could not be traced
 
     def run(self, paths: list[Path], split: bool = True) -> LintResult:
         found = discover(self.config, paths, split)
@@ -162,16 +181,18 @@ class LintRun:
                 sources.append(read)
         python = [s for s in sources if s.rel.endswith(".py")]
         indexes = self._index(python)
-        project = Project({index.module: index for index in indexes.values()})
-        if not any(index.parse_error for index in indexes.values()):  # a broken file may hold the root
-            self._check_roots(project)
-        hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled,
-                       self.config.warm_up_before_capture)
+        with _whole_project("finding the hot path"):
+            project = Project({index.module: index for index in indexes.values()})
+            if not any(index.parse_error for index in indexes.values()) and not self.failures:
+                self._check_roots(project)  # a broken file, or one graphready failed on, may hold the root
+            hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled,
+                           self.config.warm_up_before_capture)
         candidates = self._analyze([s for s in python if s.requested], indexes, project, hot)
         candidates.update(unreadable)
         for source in sources:
             if source.requested and source.rel.endswith(CUDA_SUFFIXES):
-                candidates[source.rel] = scan_cuda(source.text)
+                with recorded(self.failures, source.rel, "scanning"):
+                    candidates[source.rel] = scan_cuda(source.text)
         for source in python:
             error = indexes[source.rel].parse_error
             if source.requested and error:
@@ -188,12 +209,14 @@ class LintRun:
             override = self.config.severity.get(finding.rule)
             if override is not None:
                 finding.severity = override
-        assign_fingerprints(findings + suppressed, {rel: text.splitlines() for rel, text in texts.items()})
+        # graphready's own failures: never selected away, suppressed, re-graded or baselined
+        failed = [self._finding(f.path, f.candidate(), hot, None) for f in self.failures]
+        assign_fingerprints(findings + suppressed + failed, {rel: text.splitlines() for rel, text in texts.items()})
         if self.config.baseline is not None:
             apply_baseline(findings, load_baseline(self.config.baseline))
         requested_sources = [s for s in sources if s.requested]
         return LintResult(
-            findings=sorted(findings, key=Finding.sort_key),
+            findings=sorted(findings + failed, key=Finding.sort_key),
             suppressed=sorted(suppressed, key=Finding.sort_key),
             files=len(requested_sources),
             lines=sum(s.text.count("\n") for s in requested_sources),
@@ -203,6 +226,7 @@ class LintRun:
             nested=found.nested,
             skipped=found.skipped,
             requested=len(requested),
+            failures=self.failures,
         )
 
     def _check_roots(self, project: Project) -> None:
@@ -230,7 +254,11 @@ class LintRun:
         for source in missing:
             module, is_package = module_name(source.rel)
             jobs.append((module, source.rel, source.text, guards, is_package))
-        for source, index in zip(missing, _map(_index_job, jobs, self.jobs)):
+        for (module, *_), source, index in zip(jobs, missing, _map(_index_job, jobs, self.jobs)):
+            if isinstance(index, Failure):  # the file stays out of the project and out of the cache
+                self.failures.append(index)
+                indexes[source.rel] = ModuleIndex(module=module, path=source.rel)
+                continue
             indexes[source.rel] = index
             self.cache.put(source.rel, CacheEntry(source.digest, index))
         return indexes
@@ -246,8 +274,9 @@ class LintRun:
             f"{index.module}.{info.qualname}"
             for index in indexes.values() for info in index.functions.values() if info.returns_pageable
         }
-        autograd = project.autograd_functions
-        class_fields = _class_fields(project)
+        with _whole_project("collecting the project's classes"):
+            autograd = project.autograd_functions
+            class_fields = _class_fields(project)
         project_salt = hashlib.blake2b(repr((sorted(tensor_functions), sorted(pageable_functions), sorted(device_fields),
                                              sorted(autograd), sorted(
             (name, sorted(fields.items())) for name, fields in class_fields.items()))).encode(), digest_size=8).hexdigest()
@@ -255,11 +284,12 @@ class LintRun:
         pending: list[tuple[_Source, str, FileJob]] = []
         for source in sources:
             index = indexes[source.rel]
-            targets = [
-                (_without_untaken_fallbacks(info, hot.given_params.get(info.key)), info.key in hot)
-                for info in index.functions.values()
-                if info.key in hot or info.capture_bodies or info.mentions_graph
-            ]
+            targets = []
+            for info in index.functions.values():
+                if info.key in hot or info.capture_bodies or info.mentions_graph:
+                    with recorded(self.failures, source.rel, "analysing", info):
+                        target = _without_untaken_fallbacks(info, hot.given_params.get(info.key))
+                        targets.append((target, info.key in hot))
             if not targets:
                 continue
             hot_keys = {info.key for info, is_hot in targets if is_hot}
@@ -279,18 +309,19 @@ class LintRun:
                           targets, index.functions, hot_keys, tensor_functions, autograd, class_fields, *warm_up,
                           host_params, self.config.one_gpu_per_process, pageable_functions, device_fields)
             pending.append((source, key, job))
-        for (source, key, _), hits in zip(pending, _map(_analyze_job, [p[2] for p in pending], self.jobs)):
+        for (source, key, _), (hits, failures) in zip(pending, _map(_analyze_job, [p[2] for p in pending], self.jobs)):
             results[source.rel] = hits
+            self.failures += failures
             entry = self.cache.get(source.rel, source.digest)
-            if entry is not None:
+            if entry is not None and not failures:  # a fixed graphready must analyse a failed file again
                 entry.analysis = {key: hits}
                 self.cache.dirty = True
         return results
 
     # -- findings ----------------------------------------------------------------------------
-    def _finding(self, rel: str, hit: Candidate, hot: HotSet, chains: BranchTests) -> Finding:
+    def _finding(self, rel: str, hit: Candidate, hot: HotSet, chains: BranchTests | None) -> Finding:
         doc = self.catalog.get(hit.rule)
-        chain = chains.chain(hit.function) if hit.function in hot else None
+        chain = self._chain(rel, hit.function, hot, chains) if hit.function in hot else None
         if chain is None and hit.function:
             chain = [f"{hit.function} [capture site]"]
         return Finding(
@@ -300,6 +331,15 @@ class LintRun:
             message=hit.message, hot_chain=list(chain or []),
             hot_callers=len(hot.callers.get(hit.function, ())) if hit.function in hot else None,
         )
+
+    def _chain(self, rel: str, function: str, hot: HotSet, chains: BranchTests | None) -> list[str]:
+        """The hot chain with the branch tests along it; without them (and a GR002) where tracing those fails."""
+        if chains is not None and function not in self.bare_chains:
+            with recorded(self.failures, rel, "tracing the hot chain of", chains.project.functions.get(function),
+                          lost="its findings show that chain without the branch tests along it", checked=True):
+                return chains.chain(function)
+            self.bare_chains.add(function)
+        return hot.chains[function]
 
     def _enabled(self, rule: str, path: str) -> bool:
         doc = self.catalog.get(rule)
@@ -330,7 +370,10 @@ class LintRun:
                 match.used.add(finding.rule)
                 finding.suppression_reason = match.reason or None
                 suppressed.append(finding)
+            failures = [f for f in self.failures if f.path == rel]
             for suppression in suppressions:
+                if any(f.left_unchecked(suppression.line) for f in failures):
+                    continue  # no rule ran there, so nothing tells whether it still hides a finding
                 unused = self._unused(suppression)
                 if unused and self._enabled(UNUSED_SUPPRESSION, rel):
                     doc = self.catalog[UNUSED_SUPPRESSION]

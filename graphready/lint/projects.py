@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Callable
 
 from graphready.config import Config, load_config
-from graphready.errors import InternalError
 from graphready.findings import Finding
 from graphready.lint.engine import LintResult, Selection, lint
+from graphready.lint.failures import Failure
 from graphready.lint.files import absolute, display
 
 
@@ -37,6 +37,11 @@ class Run:
     @property
     def suppressed(self) -> list[Finding]:
         return sorted((f for p in self.projects for f in p.result.suppressed), key=Finding.sort_key)
+
+    @property
+    def failures(self) -> list[Failure]:
+        """graphready's own failures, each also a GR002 finding: the run exits 3."""
+        return sorted((f for p in self.projects for f in p.result.failures), key=lambda f: (f.path, f.line))
 
     @property
     def skipped(self) -> list[Path]:
@@ -70,15 +75,9 @@ def lint_projects(paths: list[Path], config_file: Path | None, prepare: Callable
     while pending:
         config, project_paths = pending.pop(0)
         selection = prepare(config)
-        try:
-            result = lint(config, project_paths, selection, jobs=jobs, use_cache=use_cache,
-                          split=config_file is None)
-        except InternalError as exc:  # name the file as the user would type it
-            if exc.path:
-                exc.path = shown_path(absolute(config.root / exc.path), cwd)
-            raise
-        for finding in result.findings + result.suppressed:
-            finding.path = shown_path(absolute(config.root / finding.path), cwd)
+        result = lint(config, project_paths, selection, jobs=jobs, use_cache=use_cache, split=config_file is None)
+        for item in result.findings + result.suppressed + result.failures:  # as the user would type the path
+            item.path = shown_path(absolute(config.root / item.path), cwd)
         run.projects.append(ProjectResult(config, result))
         pending += _group(result.nested, None)
     return run

@@ -183,5 +183,22 @@ def summary_text(summary: dict, tool: str) -> tuple[str, str]:
     failing = summary.get("failing", 0)
     fail_on = summary.get("fail_on", "error")
     text += f"; {failing} failing (fail-on: {fail_on})" if failing else f"; none failing (fail-on: {fail_on})"
-    text += f"; {scope}." if scope else "."
-    return text, "bold red" if failing else "bold yellow"
+    text += f"; {scope}" if scope else ""
+    if summary.get("internal_errors"):
+        text += f"; {_not_analysed(summary)}" if tool == "lint" else f"; {_failed_checks(summary)}"
+    return text + ".", "bold red" if failing else "bold yellow"
+
+
+def _failed_checks(summary: dict) -> str:
+    """`check`: graphready's own checks that failed on some unit (GD001); every verdict is still shown."""
+    return f"graphready's own checks failed {_count(summary['internal_errors'], 'time')} (GD001)"
+
+
+def _not_analysed(summary: dict) -> str:
+    """What graphready's own failures (GR002) left unchecked: `1 file and 2 functions not analysed`."""
+    skipped = summary.get("not_analysed", {})
+    parts = [_count(skipped[key], noun) for key, noun in (("files", "file"), ("functions", "function"))
+             if skipped.get(key)]
+    if not parts:  # only a detail failed (a chain's branch tests): everything was checked
+        return f"graphready failed {_count(summary['internal_errors'], 'time')} (GR002)"
+    return f"{' and '.join(parts)} not analysed: graphready failed there (GR002)"

@@ -7,7 +7,9 @@ import pytest
 
 from graphready.catalog import load_catalog
 
-LINT_RULES = [doc for doc in load_catalog().values() if doc.kind == "lint"]
+# GR002 reports graphready's own failures: no source makes a fixed graphready fail, so it has no examples;
+# tests/lint/test_internal_errors.py plants the failures that make it fire.
+LINT_RULES = [doc for doc in load_catalog().values() if doc.kind == "lint" and doc.code != "GR002"]
 CASES = [
     pytest.param(doc, kind, index, example, id=f"{doc.code}-{kind}{index}")
     for doc in LINT_RULES

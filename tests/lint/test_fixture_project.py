@@ -102,7 +102,8 @@ def test_load_time_code_is_not_hot(fixture_run):
 
 
 def test_marked_engine_covers_every_lint_rule():
-    rules = {code for code, doc in load_catalog().items() if doc.kind == "lint"}
+    """Except GR002, graphready's own failure: a marked case would be a bug left in (test_internal_errors.py)."""
+    rules = {code for code, doc in load_catalog().items() if doc.kind == "lint" and code != "GR002"}
     covered = {rule for _, _, rule in expected_findings(FIXTURE, "engine")}
     assert rules - covered == set(), f"rules with no marked case in engine/: {sorted(rules - covered)}"
 

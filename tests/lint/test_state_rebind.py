@@ -71,3 +71,60 @@ def test_device_checked_buffer_move_whose_first_call_is_a_capture_is_reported(li
         """)
     result = lint_project({"pkg/rope.py": source}, {}, select=["GR306"])  # hot through the capture only
     assert [(f.rule, f.severity.name) for f in result.findings] == [("GR306", "WARNING")]
+
+
+DEVICE_TEST = "if self.cache.device != idx.device:"
+MOVES_UNDER_DEVICE_TEST = {  # issue 26: a compound statement under the device test crashed the rule
+    "if": "\n                    if idx.dim() == 1:\n                        self.cache = self.cache.to(idx.device)",
+    "if-else": ("\n                    if idx.dim() == 1:\n                        pass\n                    else:\n"
+                "                        self.cache = self.cache.to(idx.device)"),
+    "for": "\n                    for _ in range(1):\n                        self.cache = self.cache.to(idx.device)",
+    "with": ("\n                    with torch.no_grad():\n"
+             "                        self.cache = self.cache.to(idx.device)"),
+    "try": ("\n                    try:\n                        self.cache = self.cache.to(idx.device)\n"
+            "                    finally:\n                        pass"),
+    "same-line": " self.cache = self.cache.to(idx.device)",
+}
+
+
+@pytest.mark.parametrize("block", MOVES_UNDER_DEVICE_TEST.values(), ids=MOVES_UNDER_DEVICE_TEST.keys())
+@pytest.mark.parametrize(("init", "expected"), [(BUFFER, []), (ATTRIBUTE, [("GR306", "INFO")])],
+                         ids=["buffer", "attribute"])
+def test_move_nested_under_a_device_test_reads_like_a_direct_one(lint_project, block, init, expected):
+    """However deep the re-bind sits under `if self.cache.device != idx.device:`, it runs only when the test
+    holds: a registered buffer stays quiet and a plain attribute is a note, as for a re-bind directly below it."""
+    result = lint_project({"pkg/rope.py": _rope(init, DEVICE_TEST + block)}, HOT, select=["GR306"])
+    assert [(f.rule, f.severity.name) for f in result.findings] == expected
+
+
+def test_move_in_the_else_of_a_device_test_is_not_under_it(lint_project):
+    """`else:` runs when the devices already match: a buffer re-bound there is the plain warning."""
+    step = ("if self.cache.device != idx.device:\n                    pass\n                else:\n"
+            "                    if idx.dim() == 1:\n                        self.cache = self.cache.to(idx.device)")
+    result = lint_project({"pkg/rope.py": _rope(BUFFER, step)}, HOT, select=["GR306"])
+    assert [(f.rule, f.severity.name) for f in result.findings] == [("GR306", "WARNING")]
+
+
+ISSUE_26 = '''\
+import torch
+
+
+class M(torch.nn.Module):
+    def forward(self, x):  # graphready: hot
+        if self.w.device != x.device:
+            if x.dim() == 2:
+                self.w = self.w.to(x.device)
+        return x + self.w
+'''
+
+
+def test_issue_26_snippet_lints(tmp_path, monkeypatch, capsys):
+    """The issue's file: nothing says `self.w` is a tensor (no constructor), so GR306 has nothing to report
+    and the run is clean, not an internal error."""
+    from graphready.cli import main
+
+    (tmp_path / "m.py").write_text(ISSUE_26)
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--no-cache", "m.py"]) == 0
+    out = capsys.readouterr().out
+    assert "internal error" not in out and out.startswith("graphready lint: all clear")

@@ -59,6 +59,18 @@ def test_summary_line_for_failing_and_clean_runs(host_sync):
     assert "graphready lint: all clear, no findings." in text([])
 
 
+def test_summary_line_says_what_graphready_failed_to_analyse(host_sync):
+    failure = host_sync(rule="GR002", name="internal-error", line=6, message="graphready failed while analysing ...")
+    summary = summarize([host_sync(), failure], Severity.ERROR)
+    for counts, said in (({"files": 1, "functions": 0}, "1 file not analysed"),
+                         ({"files": 2, "functions": 3}, "2 files and 3 functions not analysed"),
+                         ({"files": 0, "functions": 0}, "graphready failed 1 time (GR002).")):
+        summary.update(internal_errors=1, not_analysed=counts)
+        line = render("text", [host_sync(), failure], summary, tool="lint").rstrip().splitlines()[-1]
+        assert line.startswith("graphready lint: 2 findings (2 errors) in 1 file; 2 failing (fail-on: error); ")
+        assert said in line
+
+
 def test_units_table_for_check():
     units = [{"name": "layer0.attn", "status": "pass", "capture": "ok", "eager_ms": 2.0, "replay_ms": 0.5,
               "kernels": 12}]

@@ -14,6 +14,7 @@ import libcst as cst
 
 from graphready.lint.analysis.candidate import Candidate
 from graphready.lint.analysis.context import FileFacts, Pending, RuleContext
+from graphready.lint.failures import Failure
 from graphready.lint.analysis.cstwalk import locate, nodes, walk
 from graphready.lint.scope.index import ClassInfo, FunctionInfo
 from graphready.lint.scope.resolve import ImportMap
@@ -48,7 +49,8 @@ class FileJob:
 
 
 MULTI_DEVICE = re.compile(r"torch\.cuda\.device\(|(?:range\(|%\s*)(?:torch\.cuda\.)?device_count\(\)"
-                          r"|for \w+ in [\w.]*devices\b")
+                          r"|for (?:\w+,\s*)?\w+ in (?:enumerate\()?[\w.]*(?:devices|devs|gpus|device_ids)\b"
+                          r"|torch\.device\([\"']cuda[\"'],\s*(\w+)\)\s+for\s+\1\s+in\b")
 SET_DEVICE = re.compile(r"set_device\(")
 DEVICE_LITERAL = re.compile(r"[\"']cuda:(\d+)")
 # `f"cuda:{i}"` computes a device; `{torch.cuda.current_device()}` and `{rank}` / `{self.local_rank}` name the
@@ -58,7 +60,8 @@ DEVICE_FSTRING = re.compile(r"f[\"']cuda:\{(?!(?:torch\.cuda\.)?current_device\(
 
 def handles_several_devices(source: str) -> bool:
     """The file drives more than one GPU in a process: `torch.cuda.device(...)`, a range over or a modulo by
-    the device count, a device loop, a computed `f"cuda:{i}"`, two different `cuda:N` literals, or
+    the device count, a device loop (`for i, dev in enumerate(devs)`, `[torch.device("cuda", i) for i in ...]`),
+    a computed `f"cuda:{i}"`, two different `cuda:N` literals, or
     `set_device` called in two places. One `set_device(rank)` at a worker's start, one `"cuda:0"` or
     `f"cuda:{rank}"` is the process's one GPU, and `if device_count() < 2: skip` counts nothing."""
     return bool(MULTI_DEVICE.search(source) or DEVICE_FSTRING.search(source)
@@ -103,27 +106,35 @@ class FileAnalyzer:
         self.parsed: dict[str, _Parsed | None] = {}
         self.class_facts: dict[str, tuple[FileFacts, dict[str, TensorEnv]]] = {}
 
-    def run(self) -> list[Candidate]:
+    def run(self) -> tuple[list[Candidate], list[Failure]]:
+        """The file's rule hits, and the functions graphready itself failed on (each one's hits are dropped)."""
         self.module_facts.frozen_globals, self.module_facts.stepped_globals = self._frozen_globals()
+        failures: list[Failure] = []
         for info, hot in self.job.targets:
-            parsed = self._parse(info)
-            if parsed is None:
-                continue
-            facts, env = self.module_facts, None
-            if info.class_qualname is not None and info.class_qualname in self.job.classes:
-                facts, envs = self._class_facts(info.class_qualname)
-                env = envs.get(info.qualname)
-            if env is None:
-                env = TensorEnv(facts)
-                env.learn_function(parsed.function, self._scan(info, parsed), self.job.host_params.get(info.key, ()))
-            ctx = RuleContext(info, hot, env, facts)
-            _run_rules(parsed.function, ctx)
-            spans = locate(parsed.module, [hit.node for hit in ctx.pending])
-            for hit in ctx.pending:
-                candidate = ctx.candidate(hit, spans[hit.node], parsed.offset)
-                if candidate is not None:
-                    self.candidates.append(candidate)
-        return self.candidates
+            try:
+                self.candidates += self._analyze(info, hot)
+            except RecursionError:  # nested deeper than call_deep allows: the file's GR001, not a bug
+                raise
+            except Exception as exc:  # a bug on one function leaves the others' findings standing
+                failures.append(Failure.of(exc, self.job.path, "analysing", info))
+        return self.candidates, failures
+
+    def _analyze(self, info: FunctionInfo, hot: bool) -> list[Candidate]:
+        parsed = self._parse(info)
+        if parsed is None:
+            return []
+        facts, env = self.module_facts, None
+        if info.class_qualname is not None and info.class_qualname in self.job.classes:
+            facts, envs = self._class_facts(info.class_qualname)
+            env = envs.get(info.qualname)
+        if env is None:
+            env = TensorEnv(facts)
+            env.learn_function(parsed.function, self._scan(info, parsed), self.job.host_params.get(info.key, ()))
+        ctx = RuleContext(info, hot, env, facts)
+        _run_rules(parsed.function, ctx)
+        spans = locate(parsed.module, [hit.node for hit in ctx.pending])
+        found = (ctx.candidate(hit, spans[hit.node], parsed.offset) for hit in ctx.pending)
+        return [candidate for candidate in found if candidate is not None]
 
     def _parse(self, info: FunctionInfo) -> _Parsed | None:
         if info.qualname in self.parsed:
@@ -282,5 +293,5 @@ def _run_rules(root: cst.FunctionDef, ctx: RuleContext) -> None:
     walk(root, enter, leave)
 
 
-def analyze_file(job: FileJob) -> list[Candidate]:
+def analyze_file(job: FileJob) -> tuple[list[Candidate], list[Failure]]:
     return FileAnalyzer(job).run()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 # Codes produced by the engine itself rather than by a rule class.
 UNUSED_SUPPRESSION = "GR000"
 PARSE_ERROR = "GR001"
+INTERNAL_ERROR = "GR002"  # graphready itself failed on the file or function (lint/failures.py)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import libcst as cst
 
 from graphready.lint.analysis.context import RuleContext
+from graphready.lint.analysis.cstwalk import nodes
 from graphready.lint.rules.base import Rule
 from graphready.lint.inference.tensors import mentions_name, mentions_self_attr, positional, self_attr
 
@@ -73,10 +74,21 @@ class EscapingAlloc(_FreshTensors):
     def __init__(self) -> None:
         super().__init__()
         self.local_names: set[str] = set()  # names the function binds itself (`cache = {}` shadows a global)
+        self.regrown: set[int] = set()  # ids of a workspace's growth: its store (GR307's) and retiring the old one
+
+    def visit_If(self, node: cst.If, ctx: RuleContext) -> None:
+        names = _too_small(node.test)
+        for inner in nodes(node.body) if names else ():
+            values = [inner.value] if isinstance(inner, cst.Assign) else positional(inner) \
+                if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) \
+                and inner.func.attr.value in GROWING_METHODS else []
+            if any(isinstance(value, cst.Name) and value.value in names for value in values):
+                self.regrown.add(id(inner))
 
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
         func = node.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value in GROWING_METHODS) or self._once(ctx):
+        if not (isinstance(func, cst.Attribute) and func.attr.value in GROWING_METHODS) or self._once(ctx) \
+                or id(node) in self.regrown:
             return
         holder = _container(func.value, ctx, self.local_names)
         if holder and any(self.fresh(arg, ctx) for arg in positional(node)):
@@ -91,7 +103,7 @@ class EscapingAlloc(_FreshTensors):
 
     def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
         self.local_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
-        if self._once(ctx) or not self.fresh(node.value, ctx):
+        if self._once(ctx) or not self.fresh(node.value, ctx) or id(node) in self.regrown:
             return
         for target in node.targets:
             if isinstance(target.target, cst.Subscript):
@@ -140,11 +152,10 @@ class StateRebind(_FreshTensors):
         attr = _device_mismatch(node.test)
         if attr is None:
             return
-        for line in node.body.body:
-            for small in getattr(line, "body", ()):
-                if isinstance(small, (cst.Assign, cst.AnnAssign)):
-                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
-                    self.device_checked.update(id(t) for t in targets if self_attr(t) == attr)
+        for inner in nodes(node.body):  # nested blocks run under the test too; `else:` does not
+            if isinstance(inner, (cst.Assign, cst.AnnAssign)):
+                targets = [t.target for t in inner.targets] if isinstance(inner, cst.Assign) else [inner.target]
+                self.device_checked.update(id(t) for t in targets if self_attr(t) == attr)
 
     def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
         for target in node.targets:
@@ -184,7 +195,9 @@ class StateRebind(_FreshTensors):
                        severity=None if first_call_captured else "info")
             return
         persistent = attr in ctx.facts.buffers or attr in ctx.facts.graph_inputs or ctx.function.mentions_graph
-        if mentions_self_attr(value, attr) or (persistent and (self.fresh(value, ctx) or self.handed_in(value, ctx))):
+        static_output = not ctx.hot  # kept from the capture body of a function that only captures: the graph's output
+        if mentions_self_attr(value, attr) or (persistent and not static_output
+                                               and (self.fresh(value, ctx) or self.handed_in(value, ctx))):
             ctx.report(target, f"`self.{attr}` is re-bound to a new tensor in the step; a captured graph keeps "
                                f"reading the storage it saw at capture; update it in place (`self.{attr}.copy_(...)`, "
                                "`add_`) or build it at load time")
@@ -193,8 +206,68 @@ class StateRebind(_FreshTensors):
         return isinstance(value, cst.Name) and value.value in self.params and ctx.env.is_tensor(value)
 
 
+SIZE_METHODS = {"numel", "nelement", "size"}
+
+
+def _size_of(node: cst.BaseExpression) -> str | None:
+    """The name whose size `node` reads: `ws.numel()`, `ws.size(0)`, `ws.shape[0]`, `ws.nbytes`."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in SIZE_METHODS:
+        node = node.func.value
+    elif isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape":
+        node = node.value.value
+    elif isinstance(node, cst.Attribute) and node.attr.value == "nbytes":
+        node = node.value
+    else:
+        return None
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _too_small(test: cst.BaseExpression) -> set[str]:
+    """Names a growth test finds too small: `ws.numel() < need`, `need > ws.shape[0]`, either side of `or`."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _too_small(test.left) | _too_small(test.right)
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return set()
+    operator, right = test.comparisons[0].operator, test.comparisons[0].comparator
+    side = test.left if isinstance(operator, (cst.LessThan, cst.LessThanEqual)) else \
+        right if isinstance(operator, (cst.GreaterThan, cst.GreaterThanEqual)) else None
+    name = _size_of(side) if side is not None else None
+    return {name} if name else set()
+
+
 class StorageSwap(Rule):
+    """Also a handed-in or looked-up workspace grown in place (`if ws.numel() < need: ws.resize_(need)`): a
+    buffer kept across calls, so graphs captured before the growth hold the storage it frees."""
+
     code = "GR307"
+
+    def __init__(self) -> None:
+        self.grown: dict[int, str] = {}  # id of a `resize_` call under a growth test of its receiver -> name
+        self.made_here: set[str] = set()  # locals bound to a tensor the step makes itself
+
+    def visit_If(self, node: cst.If, ctx: RuleContext) -> None:
+        names = _too_small(node.test)
+        replaced: set[str] = set()  # `ws = torch.empty(need)`: a new buffer for a cached one that was too small
+        body = list(nodes(node.body)) if names else []  # the body grows it; `else:` does not
+        retired = {arg.value for inner in body if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
+                   and inner.func.attr.value in GROWING_METHODS for arg in positional(inner)
+                   if isinstance(arg, cst.Name)}  # `_retired.append(buf)`: the old one stays alive
+        for inner in body:
+            if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) \
+                    and inner.func.attr.value in ("resize_", "resize_as_") and isinstance(inner.func.value, cst.Name) \
+                    and inner.func.value.value in names:
+                self.grown[id(inner)] = inner.func.value.value
+            elif isinstance(inner, cst.Assign) and len(inner.targets) == 1 and not retired & names:
+                target, value = inner.targets[0].target, inner.value
+                if isinstance(target, cst.Name) and target.value in names and ctx.env.is_tensor(value) \
+                        and not ctx.env.on_host(value):
+                    replaced.add(target.value)
+                elif isinstance(target, cst.Subscript) and isinstance(value, cst.Name) and value.value in replaced \
+                        and _container(target.value, ctx, set()):
+                    ctx.report(target, f"replacing the cached `{value.value}` when it is too small drops the buffer "
+                                       "that graphs captured before the growth still point to, and the allocator "
+                                       "hands its memory to other tensors; allocate the workspace at its largest size "
+                                       "before any capture, or keep the old buffer alive")
 
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
         func = node.func
@@ -207,8 +280,17 @@ class StorageSwap(Rule):
         if owner:
             ctx.report(node, f"`{func.attr.value}` on `{owner}` moves or frees storage that captured graphs still "
                              "point to; size persistent buffers once at load time and slice them")
+        elif id(node) in self.grown and self.grown[id(node)] not in self.made_here:
+            name = self.grown[id(node)]
+            ctx.report(node, f"growing `{name}` in place when it is too small frees the storage that graphs captured "
+                             f"before the growth still point to (`{name}` outlives the call: a workspace handed in or "
+                             "cached); allocate it at its largest size before any capture, or allocate a new buffer "
+                             "and keep the old one alive")
 
     def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
+        if (isinstance(node.value, cst.Call) and (ctx.qualname(node.value.func) or "").startswith("torch.")
+                and ctx.env.is_tensor(node.value)):
+            self.made_here.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
         for target in node.targets:
             inner = target.target
             if isinstance(inner, cst.Attribute) and inner.attr.value == "data":
