@@ -33,13 +33,12 @@ MAX_DEPTH = 16
 # A path is a root name followed by steps: ("attr", name) or ("item", key).
 Step = tuple[str, Any]
 
+ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None), range, slice)
 _LEAF_TYPES = (
-    str, bytes, bytearray, int, float, complex, bool, type(None), range, slice, type,
-    types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.CodeType,
+    *ATOMS, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.CodeType,
     types.FrameType, types.GeneratorType, types.CoroutineType, property, classmethod, staticmethod,
     functools.partial, set, frozenset, weakref.ReferenceType, weakref.ProxyType, weakref.CallableProxyType,
 )
-ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None), range, slice)
 # Objects of these modules are bookkeeping, not state (and a logger leads to every logger of the process).
 BOOKKEEPING_MODULES = ("weakref", "_weakrefset", "threading", "_thread", "logging", "abc", "enum", "inspect", "typing")
 _LEAF_MODULES = ("builtins", *BOOKKEEPING_MODULES)
@@ -101,7 +100,7 @@ def attributes(obj: Any) -> Iterator[tuple[str, Any]]:
             yield name, value
     for klass in type(obj).__mro__[:-1]:
         slots = _class_namespace(klass).get("__slots__", ())
-        for name in (slots,) if type(slots) is str else slots:
+        for name in (slots,) if type(slots) is str else slots if type(slots) in (tuple, list, dict) else ():
             if type(name) is str and name not in namespace and not name.startswith("__"):
                 try:
                     yield name, object.__getattribute__(obj, name)
@@ -157,7 +156,7 @@ def roots_of(fn: Callable[..., Any]) -> list[tuple[str, Any]]:
             roots += [(f"args[{i}]", arg) for i, arg in enumerate(target.args)]
             roots += [(name, value) for name, value in target.keywords.items()]
             target = target.func
-        elif inspect.ismethod(target):
+        elif type(target) is types.MethodType:
             roots.append(("self", target.__self__))
             target = target.__func__
         elif type(target) is types.FunctionType:
@@ -296,6 +295,8 @@ def owner_names(tensors: Sequence[torch.Tensor]) -> list[str]:
     Two passes over the heap whatever the number of tensors (a pass per tensor made naming a
     process's every tensor quadratic in its heap). Records of this module (`Reached`) are no owners.
     """
+    if not tensors:
+        return []
     wanted = {id(t): t for t in tensors}
     slots: dict[int, list[tuple[dict, str]]] = {}  # tensor id -> (dict holding it, key)
     names: dict[int, str] = {}

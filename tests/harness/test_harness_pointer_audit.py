@@ -90,6 +90,8 @@ def test_findings_group_by_block_and_say_what_and_where():
     assert "freed 1024-byte buffer allocated at model.py:12" in text and "node 0 (mul) and 1 more" in text
     unknown_block = next(b for b in grouped if b.start == BASE + 12288)
     assert "no input, state or object the unit reaches holds" in pa.finding_message(4096, grouped[unknown_block], None)
+    held = pa.finding_message(4096, grouped[unknown_block], "run.py:7 (via cache.py:9 in grow)", "Table.rows")
+    assert "buffer allocated at run.py:7 (via cache.py:9 in grow) and held by `Table.rows` that no input" in held
     later = pa.freed_later_message(4096, grouped[unknown_block], "model.py:3")
     assert "4096-byte buffer allocated at model.py:3" in later and "freed after capture" in later
     note = pa.summary_note(verdicts, 3, 1)
@@ -102,6 +104,20 @@ def test_allocation_stack_names_the_innermost_user_frame():
     location = alloc_history.user_location(block.frames, Path(HERE).parents[2])
     assert (location.path, location.line) == ("tests/harness/test_harness_pointer_audit.py", 42)
     assert alloc_history.user_location([{"filename": TORCH_FILE, "line": 3}]) is None
+
+
+def test_the_library_line_inside_the_users_call_is_named_too():
+    """`model.to(device)` or a model's first forward is one user line; the buffer was made deeper."""
+    import graphready.harness.targets.dsv4 as built_in  # harness code: a library, not the user's
+
+    library = str(Path(built_in.__file__).resolve())
+    user = {"filename": HERE, "line": 42, "name": "build"}
+    torch_frame = {"filename": TORCH_FILE, "line": 1, "name": "empty"}
+    library_frame = {"filename": library, "line": 9, "name": "make_cache"}
+    assert alloc_history.library_line([torch_frame, library_frame, user]) == "graphready/harness/targets/dsv4.py:9 in make_cache"
+    assert alloc_history.library_line([torch_frame, user]).endswith("torch/__init__.py:1 in empty")  # only torch inside
+    assert alloc_history.library_line([user, library_frame]) is None  # the user's own line made it
+    assert alloc_history.library_line([torch_frame, library_frame]) is None  # no user code: the harness made it
 
 
 def test_a_freed_buffer_is_found_by_the_latest_allocation_covering_the_address():

@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 import importlib.util
 import inspect
+import time
 import traceback
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -199,6 +201,45 @@ def test_irreproducible_for_a_reason_outside_tensors_names_nothing():
     counter = PythonCounter()
     run = _settle(Unit("u", counter, _inputs, state=lambda: ()))
     assert run.result.findings == []
+
+
+class Registry:
+    """A process-wide table an engine keeps; units find it through a weak proxy, outside their reach."""
+
+    def __init__(self) -> None:
+        self.position = torch.zeros((), dtype=torch.int64)
+
+
+REGISTRY = Registry()
+
+
+class ProxiedCounter:
+    def __init__(self) -> None:
+        self.registry = weakref.proxy(REGISTRY)
+        self.cache = torch.zeros(3)
+
+    def __call__(self, x):
+        self.registry.position.add_(1)
+        self.cache.copy_(x * self.registry.position)
+        return self.cache * 1
+
+
+def test_state_outside_the_reach_is_found_among_every_live_tensor_and_named():
+    counter = ProxiedCounter()
+    [finding] = _settle(Unit("u", counter, _inputs, state=lambda: (counter.cache,))).result.findings
+    assert finding.rule == "GD306" and "`Registry.position` (scalar int64)" in finding.message
+    discovered = _settle(Unit("u", ProxiedCounter(), _inputs))
+    assert discovered.result.notes[-1] == "state discovered outside the unit's reach: Registry.position"
+
+
+def test_searching_every_live_tensor_does_not_name_each_one():
+    """Naming a tensor scans the heap; naming every live tensor made this search quadratic in the heap
+    (93-99 s for a tiny unit beside 31 HF models). Only the culprits are named now."""
+    ballast = [torch.zeros(1) for _ in range(3000)]  # what else the process holds
+    started = time.perf_counter()
+    run = _settle(Unit("u", PythonCounter(), _inputs, state=lambda: ()))
+    assert time.perf_counter() - started < 15
+    assert run.result.findings == [] and len(ballast) == 3000
 
 
 class ReboundBias:

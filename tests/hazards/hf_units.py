@@ -5,6 +5,11 @@ counter (`cumulative_length`) that every decode step advances in place. A unit d
 keys and values is not reproducible even in eager mode; `check` must say so (GD306, naming the
 counter) instead of blaming the replay. With the state left out (discovered) or complete, the
 step passes. Random weights, 2 layers, hidden size 256; needs `transformers` (tests skip without).
+
+The Llama and Mistral decoders with 1024-wide vocabularies and MLPs are the idiom the pointer
+audit once misread: a closure over `model` and `cache`, whose 1 MiB weights it must find through
+the closure (no GD307). Mistral's sliding-window cache layer also counts positions in a Python
+int that sizes the attention mask, which a captured graph freezes: a true GD301.
 """
 
 from __future__ import annotations
@@ -18,19 +23,29 @@ PROMPT = 4  # tokens prefilled at build time, so the cache's lazy allocation hap
 MAX_LEN = 64
 
 
-class TinyLlama:
-    """A prefilled StaticCache and a `decode(token, position)` step over it."""
+def _architecture(name: str):
+    import transformers
 
-    def __init__(self, device: str = "cuda") -> None:
-        from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
+    prefix = {"llama": "Llama", "mistral": "Mistral"}[name]
+    return getattr(transformers, f"{prefix}Config"), getattr(transformers, f"{prefix}ForCausalLM")
 
+
+class TinyDecoder:
+    """A random-weight decoder (Llama or Mistral), a prefilled StaticCache and a `decode(token, position)` step."""
+
+    def __init__(self, device: str = "cuda", architecture: str = "llama", vocab: int = VOCAB, mlp: int = 512) -> None:
+        from transformers import StaticCache
+
+        config_class, model_class = _architecture(architecture)
         torch.manual_seed(0)
-        config = LlamaConfig(
-            vocab_size=VOCAB, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+        config = config_class(
+            vocab_size=vocab, hidden_size=256, intermediate_size=mlp, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=MAX_LEN,
         )  # fmt: skip
         self.device = torch.device(device)
-        model = LlamaForCausalLM(config).to(self.device).eval()
+        self.architecture = architecture
+        self.vocab = vocab
+        model = model_class(config).to(self.device).eval()
         cache = StaticCache(config=config, max_cache_len=MAX_LEN)
         with torch.no_grad():
             prompt = torch.arange(1, PROMPT + 1, device=self.device)[None]
@@ -46,7 +61,7 @@ class TinyLlama:
 
     def inputs(self, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         generator = torch.Generator().manual_seed(seed)
-        token = torch.randint(0, VOCAB, (1, 1), generator=generator)
+        token = torch.randint(0, self.vocab, (1, 1), generator=generator)
         return token.to(self.device), torch.tensor([PROMPT], device=self.device)
 
     def keys_and_values(self) -> list[torch.Tensor]:
@@ -57,10 +72,13 @@ class TinyLlama:
 
 
 def hf_units() -> list[Unit]:
-    declared, discovered, complete = TinyLlama(), TinyLlama(), TinyLlama()
+    declared, discovered, complete = TinyDecoder(), TinyDecoder(), TinyDecoder()
+    llama, mistral = (TinyDecoder(architecture=name, vocab=1024, mlp=1024) for name in ("llama", "mistral"))
     tolerance = {"atol": 1e-4, "rtol": 1e-4}
     return [
         Unit("hf_static_cache_declared_kv", declared.decode, declared.inputs, state=declared.keys_and_values, **tolerance),
         Unit("hf_static_cache_discovered", discovered.decode, discovered.inputs, **tolerance),
         Unit("hf_static_cache_complete", complete.decode, complete.inputs, state=complete.complete_state, **tolerance),
+        Unit("hf_llama_closure", llama.decode, llama.inputs, **tolerance),
+        Unit("hf_mistral_closure", mistral.decode, mistral.inputs, **tolerance),
     ]

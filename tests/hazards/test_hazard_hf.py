@@ -1,4 +1,5 @@
-"""HF transformers' StaticCache decode (hf_units.py): GD306 names the undeclared counter, not the replay.
+"""HF transformers' StaticCache decode (hf_units.py): GD306 names the undeclared counter, not the replay;
+the pointer audit finds the model's own weights through the decode closure (no GD307).
 
 Needs a GPU and `transformers`; the verdicts go to $GRAPHREADY_VERDICT_DIR/hf_verdicts.md when set.
 """
@@ -50,8 +51,27 @@ def test_declared_keys_and_values_only_names_the_counter(hf_results):
     assert result.findings[0].path == "tests/hazards/hf_units.py"
 
 
-@pytest.mark.parametrize("name", ["hf_static_cache_discovered", "hf_static_cache_complete"])
+CLEAN = ["hf_static_cache_discovered", "hf_static_cache_complete", "hf_llama_closure"]
+
+
+@pytest.mark.parametrize("name", CLEAN)
 def test_complete_or_discovered_state_passes(hf_results, name):
     result = hf_results[name]
     assert result.findings == [], [f"{f.rule}: {f.message}" for f in result.findings]
     assert result.status() == "pass" and result.capture == "ok"
+
+
+def test_mistral_sliding_window_counter_is_the_only_finding(hf_results):
+    """transformers 5's sliding-window StaticCache layer counts positions in a Python int
+    (`cumulative_length_int`), which sizes the attention mask: the graph freezes it, a true GD301."""
+    result = hf_results["hf_mistral_closure"]
+    assert [f.rule for f in result.findings] == ["GD301"], [f"{f.rule}: {f.message}" for f in result.findings]
+    assert "the graph froze" in result.findings[0].message
+
+
+@pytest.mark.parametrize("name", [*CLEAN, "hf_mistral_closure"])
+def test_the_pointer_audit_finds_the_models_own_memory(hf_results, name):
+    result = hf_results[name]
+    note = next(n for n in result.notes if n.startswith("pointer audit:"))
+    assert "unknown" not in note and "freed" not in note, note
+    assert "attribute" in note or "state" in note, note

@@ -52,7 +52,7 @@ def owner_spans(unit: Any, inputs: tuple, state: list[torch.Tensor], outputs: tu
 
 def python_holders(memory: audit_rules.Memory, wanted: set[int]) -> tuple[list[int], list[torch.Tensor]]:
     """Which of the blocks starting at `wanted` some live Python tensor holds: their starts, and one
-    such tensor each. One pass over the heap (run only when the graph uses memory nobody named)."""
+    such tensor each. One pass over the heap, run only when the graph uses memory nobody named (a library workspace, a stray tensor)."""
     starts: list[int] = []
     tensors: list[torch.Tensor] = []
     for obj in gc.get_objects():

@@ -4,7 +4,9 @@ Replay is compared with eager from the same restored state; that comparison mean
 when eager itself is reproducible from that state. This module runs eager twice from the restored
 declared state first. When the two runs differ, it looks for the tensors the step mutated and did
 not declare (HF's StaticCache keeps a position counter next to the keys and values it is declared
-with): the reachable ones first (`graphready.harness.reach`), then every live tensor. If restoring
+with): the reachable ones first (`graphready.harness.reach`), then every live tensor on the unit's
+device, of which only those that explain the difference are named (naming one scans the heap, so
+naming every live tensor made this search quadratic in the process's heap). If restoring
 them too makes eager reproducible, they are named (GD306) and join the state for the rest of the
 check, so the replay comparisons that follow test the graph, not the declaration.
 
@@ -222,8 +224,8 @@ def settle(run, static_inputs: tuple, fresh_inputs: tuple, state0: tuple) -> tup
 def _unreached_culprits(step, restore, exclude: set[int], fn, device: torch.device) -> list[Reached]:
     """The live tensors outside the unit's reach that two steps leave different, named by whoever holds
     them. Only those few are named: naming costs passes over the whole heap."""
-    reached = storages([item.tensor for item in reachable_tensors(fn)])
-    unreached = [t for t in live_tensors(device) if (key := storage_key(t)) and key[0] not in exclude | reached]
+    known = exclude | storages([item.tensor for item in reachable_tensors(fn)])
+    unreached = [t for t in live_tensors(device) if (key := storage_key(t)) and key[0] not in known]
     tensors = [item.tensor for item in carried_over(step, restore, distinct([Reached("", (), t) for t in unreached]))]
     del unreached
     return [Reached(name, (), tensor) for name, tensor in zip(owner_names(tensors), tensors)]
