@@ -55,6 +55,25 @@ def test_graphready_code_raising_is_graphreadys_even_inside_the_users_step():
     assert not raised_by_user(_raised(call_user, _users_step_with_our_hook, None))
 
 
+def _users_bad_op(x):
+    return x.view(-1, 7)  # the user's op raises inside torch, called from our op tracer's dispatch
+
+
+def test_an_op_the_user_calls_raising_under_our_op_tracer_is_the_users():
+    """Seen on the GPU: a pageable copy inside capture raises in torch, below the tracer's dispatch;
+    that is the unit's capture failure (GD201), not a failure of graphready's tracer."""
+    import torch
+
+    from graphready.harness.tracer import OpTracer
+
+    def traced_step(x):
+        with OpTracer(torch.device("cpu")):
+            return _users_bad_op(x)
+
+    exc = _raised(call_user, traced_step, torch.zeros(10))
+    assert isinstance(exc, RuntimeError) and raised_by_user(exc)
+
+
 def test_a_broken_unit_contract_and_a_cuda_error_are_the_units():
     from graphready.harness.compare import as_outputs
 

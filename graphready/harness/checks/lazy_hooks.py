@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import torch
 
+from graphready.harness.blame import call_user
 from graphready.harness.checks.lazy_report import Work, describe_bytes
 from graphready.harness.checks.user_code import stack_location
 from graphready.harness.frames import Location
@@ -35,7 +36,7 @@ class _RecordingCall:
 
     def __call__(self, *args, **kwargs):
         self._record(args[0] if args else None)
-        return self._original(*args, **kwargs)
+        return call_user(self._original, *args, **kwargs)
 
     def __getitem__(self, key):
         return _RecordingCall(self._original[key], self._record)

@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from graphready.harness.blame import call_user
 from graphready.harness.frames import Location, current_user_frame
 from graphready.harness.tracer import storage_key, tensors_in
 
@@ -37,7 +38,7 @@ class SurvivorTracer(TorchDispatchMode):
         self.created: list[tuple[weakref.ref, Location | None, int]] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        out = call_user(func, *args, **(kwargs or {}))
         location = None
         for t in tensors_in(out):
             key = storage_key(t)

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from graphready.harness.blame import call_user
 from graphready.harness.frames import Location, current_user_frame
 
 
@@ -124,7 +125,7 @@ class SilentCopyWatch(TorchDispatchMode):
             reason = copy_reason(op, tuple(args), kwargs)
             if reason is not None:
                 self.found.setdefault(current_user_frame(self.root), []).append(reason)
-        return func(*args, **kwargs)
+        return call_user(func, *args, **kwargs)
 
     def run(self, step: Callable[[], Any]) -> Any:
         with self:

@@ -98,11 +98,11 @@ class StaleReadTracer(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self._paused:
-            return func(*args, **kwargs)
+            return call_user(func, *args, **kwargs)
         inputs = [leaf for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
         op = str(getattr(func, "overloadpacket", func).__name__)
         self.check_reads(inputs, op)
-        out = func(*args, **kwargs)
+        out = call_user(func, *args, **kwargs)
         tags = {storage_key(t)[0]: getattr(t, _TAG) for t in inputs if hasattr(t, _TAG) and storage_key(t)}
         for t in tree_leaves(out):
             key = storage_key(t) if isinstance(t, torch.Tensor) else None

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from graphready.harness.blame import call_user
 from graphready.harness.compare import clone_all, first_difference
 from graphready.harness.frames import Location, is_user_file, relative_path
 from graphready.harness.reach import Reached, live_tensors, owner_names, reachable_tensors
@@ -165,7 +166,7 @@ class WriteLocator(TorchDispatchMode):
                 key = storage_key(tensor)
                 if key and key[0] in self.watched and key[0] not in self.sites:
                     self.sites[key[0]] = _project_frame(self.root)
-        return func(*args, **kwargs)
+        return call_user(func, *args, **kwargs)
 
 
 def describe(item: Reached) -> str:
