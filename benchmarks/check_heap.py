@@ -120,7 +120,7 @@ def main() -> int:
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name(device)}")
     print("| models | gc objects | unit | check s | " + " | ".join(GROUPS) + " | slowest phases | findings |")
     print("|---|---|---|---|---|---|---|---|---|")
-    models, skipped, pool = [], [], list(ARCHITECTURES)
+    models, skipped, pool, details = [], [], list(ARCHITECTURES), []
     for count in counts:
         while len(models) < count and pool:
             take, pool = pool[: count - len(models)], pool[count - len(models):]
@@ -131,9 +131,11 @@ def main() -> int:
         for unit in tiny_units():
             result, seconds = check_once(unit, device, profile)
             print(row(len(models), unit.name, result, seconds), flush=True)
+            details += [f"- {len(models)} models, {unit.name}: {f.rule} {f.path}:{f.line} {f.message}" for f in result.findings]
         if profile is not None:
             profile.dump_stats(args.profile)
             pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
+    print("\n".join(["", "findings:", *details]) if details else "")
     if skipped:
         print("skipped: " + ", ".join(skipped))
     return 0

@@ -388,10 +388,11 @@ def _capture(run: UnitRun, inputs: tuple, state0: tuple, capture_stream: torch.c
     if hasattr(graph, "instantiate"):
         graph.instantiate()
     with run.checking("kernels"):
-        _count_escaped_kernels(run, graph, outcome, capture_stream)
+        _count_escaped_kernels(run, graph, outcome, capture_stream, lambda: run.step(inputs))
     run.on_phase("pointer audit")
     with run.checking("pointer audit"):
-        run.pointer_audit = pointer_check.audit_capture(run, graph, inputs, outcome.outputs)
+        run.pointer_audit = pointer_check.audit_capture(run, graph, inputs, outcome.outputs,
+                                                        rebind_check.read_addresses(tracer.records))
     # A state tensor replaced (not written in place) during capture: the graph holds the old buffer.
     with run.checking("replay mismatch"):
         state_after = [storage_key(t) for t in run.state_tensors()]
@@ -400,7 +401,8 @@ def _capture(run: UnitRun, inputs: tuple, state0: tuple, capture_stream: torch.c
     return graph, outcome.outputs, tracer
 
 
-def _count_escaped_kernels(run: UnitRun, graph, outcome, capture_stream: torch.cuda.Stream) -> None:
+def _count_escaped_kernels(run: UnitRun, graph, outcome, capture_stream: torch.cuda.Stream,
+                           step: Callable[[], Any]) -> None:
     """GD202 when the graph holds fewer kernels than one eager step launches (or none at all)."""
     if run.result.graph_kernels is None:
         run.result.notes.append("graph nodes unreadable; counted the kernels of one replay instead")
@@ -412,9 +414,25 @@ def _count_escaped_kernels(run: UnitRun, graph, outcome, capture_stream: torch.c
         run.result.graph_kernels = kernel_check.replay_kernel_count(replay_once)
     eager_kernels, graph_kernels = run.result.kernels, run.result.graph_kernels
     if eager_kernels is not None and graph_kernels is not None and graph_kernels < eager_kernels:
-        run.add("GD202", kernel_check.escaped_message(eager_kernels, graph_kernels), None)
+        _report_escaped(run, kernel_check.escaped_message(eager_kernels, graph_kernels), capture_stream, step)
     elif outcome.empty_warning and eager_kernels:
-        run.add("GD202", kernel_check.escaped_message(eager_kernels, 0), None)
+        _report_escaped(run, kernel_check.escaped_message(eager_kernels, 0), capture_stream, step)
+
+
+def _report_escaped(run: UnitRun, counted: str, capture_stream: torch.cuda.Stream, step: Callable[[], Any]) -> None:
+    """GD202 at each line that launched an escaped kernel, found by one more (profiled) capture of the step;
+    at the step when the profiler cannot say."""
+    why = "the profiled capture named no user call site"
+    try:
+        launches = kernel_check.escaped_launches(step, capture_stream, run.options.root)
+    except Exception as exc:  # the profiler, or the step captured again: the count stands, unlocated
+        launches, why = {}, f"{type(exc).__name__}: {exc}"
+    located = {location: kernels for location, kernels in launches.items() if location is not None}
+    if not located:
+        run.result.notes.append(f"escaped kernels not located: {why}")
+        run.add("GD202", counted, None)
+    for location, kernels in located.items():
+        run.add("GD202", kernel_check.escaped_at_message(kernels), location)
 
 
 def _second_step(difference: str | None) -> str | None:

@@ -77,6 +77,31 @@ def test_unowned_blocks_are_unknown_when_python_holds_them_else_a_library_worksp
     assert [v.kind for v in pa.resolve_unowned(verdicts, {BASE + 12288})] == [pa.UNKNOWN, "input"]
 
 
+ELEMENTWISE = "_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_22gpu_kernel_impl_nocast"
+
+
+def test_a_torch_kernels_stale_struct_word_is_dropped_unless_a_captured_op_was_given_the_tensor():
+    """Seen on an H200 with 16 other models in the process: an elementwise kernel's argument struct held
+    a word pointing at another model's 512-byte norm weight, which no op of the step touched."""
+    memory = pa.Memory.from_segments(_segments())
+    nodes = [NodeWords(0, "kernel", ELEMENTWISE, ((0, BASE + 12288), (1, BASE + 8192 + 8), (2, BASE + 16)))]
+    verdicts = pa.resolve_unowned(pa.audit(nodes, memory, _owners(), GRAPH_POOL), {BASE + 12288})
+    assert [v.kind for v in verdicts] == [pa.UNKNOWN, pa.FREED, "input"]
+    kept, dropped = pa.drop_stale_bytes(verdicts, traced_reads=set())
+    assert [v.kind for v in kept] == ["input"] and dropped == 2
+    kept, dropped = pa.drop_stale_bytes(verdicts, traced_reads={BASE + 12288, BASE + 8192})  # ops read both
+    assert [v.kind for v in kept] == [pa.UNKNOWN, pa.FREED, "input"] and dropped == 0
+
+
+def test_a_triton_or_cute_kernel_keeps_every_word():
+    """Launched outside the dispatcher, such a kernel's tensors never pass the op tracer: no evidence needed."""
+    memory = pa.Memory.from_segments(_segments())
+    nodes = [NodeWords(0, "kernel", "scale_kernel", ((0, BASE + 12288),))]
+    verdicts = pa.resolve_unowned(pa.audit(nodes, memory, _owners(), GRAPH_POOL), {BASE + 12288})
+    kept, dropped = pa.drop_stale_bytes(verdicts, traced_reads=set())
+    assert [v.kind for v in kept] == [pa.UNKNOWN] and dropped == 0
+
+
 def test_findings_group_by_block_and_say_what_and_where():
     memory = pa.Memory.from_segments(_segments())
     nodes = [NodeWords(0, "kernel", "mul", ((0, BASE + 8192), (1, BASE + 8192 + 512))),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hazard_expectations import CLEAN_TWINS, HAZARDS, TARGET, cuda_available, marker_lines  # noqa: E402
+from hazard_expectations import CLEAN_TWINS, HAZARDS, TARGET, cuda_available, expected_markers  # noqa: E402
 
 from graphready.harness.pytest_plugin import graph_unit_check, gpu_available  # noqa: E402,F401  (the fixture)
 
@@ -34,7 +34,7 @@ def write_verdicts(results: dict, directory: Path) -> None:
     """A markdown verdict table plus the raw results, for the closing note."""
     from units import kernel_backend
 
-    markers = marker_lines()
+    markers = expected_markers(kernel_backend())
     rows = ["| unit | expected | found | status | eager ms | replay ms | kernels eager/graph | verdict |", "|---|---|---|---|---|---|---|---|"]
     for name, result in results.items():
         expected = ",".join(HAZARDS[name][1]) if name in HAZARDS else "-"

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import pytest
-from hazard_expectations import CLEAN_TWINS, COMPILER_GRAPHED, HAZARDS, marker_lines
+from hazard_expectations import CLEAN_TWINS, COMPILER_GRAPHED, HAZARDS, expected_markers
 
 pytestmark = pytest.mark.gpu
 
-MARKERS = marker_lines()
+
+@pytest.fixture(scope="module")
+def markers():
+    from units import kernel_backend
+
+    return expected_markers(kernel_backend())
 
 
 @pytest.mark.parametrize("name", sorted(HAZARDS))
-def test_hazard_fires_at_marked_line(hazard_results, name):
+def test_hazard_fires_at_marked_line(hazard_results, markers, name):
     result = hazard_results[name]
     cls, codes = HAZARDS[name]
     assert result.findings, f"{name}: no finding"
     found = {(f.rule, f.line) for f in result.findings}
     for code in codes:
-        line = MARKERS[cls][code]
+        line = markers[cls][code]
         assert (code, line) in found, f"{name}: expected {code} at line {line}, got {sorted(found)}"
 
 
@@ -71,6 +76,7 @@ def test_a_cute_kernel_the_step_holds_compiled_is_a_verdict_not_a_worker_death(h
     assert result.error is None and result.capture == "ok"
     assert not [f for f in result.findings if f.rule == "GD201"], [f.message for f in result.findings]
     assert {"GD202", "GD301"} <= {f.rule for f in result.findings}  # the kernel ran outside the graph
+    assert not [note for note in result.notes if note.startswith("escaped kernels not located")], result.notes
     assert all(failure.checks == ["pointer audit"] for failure in result.internal_failures)
 
 

@@ -19,7 +19,7 @@ def _double(src, dst, BLOCK: tl.constexpr):
 def double_without_stream(x: torch.Tensor, out: torch.Tensor) -> None:
     # What a CuTeDSL kernel does when called without `stream`: launch on the default stream.
     with torch.cuda.stream(torch.cuda.default_stream(x.device)):
-        _double[(x.numel() // BLOCK,)](x, out, BLOCK=BLOCK)
+        _double[(x.numel() // BLOCK,)](x, out, BLOCK=BLOCK)  # hazard: GD202
 
 
 def double_on_current_stream(x: torch.Tensor, out: torch.Tensor) -> None:

@@ -2,17 +2,26 @@
 
 A kernel launched on another stream during capture (a CuTeDSL kernel called without its
 `stream` argument, a launch on the legacy default stream) runs once, eagerly, and is missing
-from the graph: replay silently skips it.
+from the graph: replay silently skips it. A launch that went into the graph does not execute
+during capture, so every kernel the GPU runs during a profiled capture escaped: its launch call
+in the runtime trace, pinned to the user's call site, is the line to fix.
 """
 
 from __future__ import annotations
 
 import ctypes
+import re
+import warnings
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
+from graphready.harness.checks import runtime_trace
+from graphready.harness.checks.call_sites import CallSite, CallSites
+from graphready.harness.checks.capture import new_graph
 from graphready.harness.checks.graph_params import cuda_driver, graph_nodes
+from graphready.harness.frames import Location, relative_path
 
 CU_GRAPH_NODE_TYPE_KERNEL = 0
 _NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")
@@ -70,3 +79,67 @@ def escaped_message(eager: int, graph: int) -> str:
     if graph == 0:
         return f"the captured graph is empty but the eager step launches {_kernels(eager)}: they {fix}"
     return f"the graph holds {_kernels(graph)} but the eager step launches {eager}: {eager - graph} {fix}"
+
+
+CAPTURE_RANGE = "graphready: escaped-kernel capture"
+_FUNCTION = re.compile(r"^(?P<path>.+)\((?P<line>\d+)\): (?P<name>[^ ]+)$")  # kineto's "file.py(12): name"
+_NAME_CHARS = 80
+
+
+def escaped_launches(step: Callable[[], Any], stream: torch.cuda.Stream,
+                     root: Path | None = None) -> dict[Location | None, list[str]]:
+    """Capture `step` once more, into a graph of its own that is then dropped, under the profiler; the
+    kernels that executed meanwhile (they escaped the graph) by the user line that launched them (None
+    when no user call site was found). Raises runtime_trace.TraceUnavailable when the profiler cannot
+    record here; an exception from the step propagates."""
+
+    def capture() -> None:
+        graph = new_graph()
+        with warnings.catch_warnings(), torch.profiler.record_function(CAPTURE_RANGE):
+            warnings.simplefilter("ignore")  # the original capture already reported its warnings
+            with torch.cuda.graph(graph, stream=stream):
+                step()
+
+    with CallSites() as sites:
+        trace = runtime_trace.record(capture)
+    return launch_lines(trace, CAPTURE_RANGE, sites.sites, root)
+
+
+def launch_lines(trace: runtime_trace.RuntimeTrace, range_name: str, sites: list[CallSite],
+                 root: Path | None = None) -> dict[Location | None, list[str]]:
+    """The kernels that executed after a launch made inside `range_name`, by the user line of that launch."""
+    launches = {call.correlation: call for call in trace.calls_in(range_name) if call.correlation is not None}
+    found: dict[Location | None, list[str]] = {}
+    for kernel in trace.kernels:
+        call = launches.get(kernel.correlation)
+        if call is not None:
+            found.setdefault(_user_line(trace, call, sites, root), []).append(kernel.name)
+    return found
+
+
+def _user_line(trace: runtime_trace.RuntimeTrace, call: runtime_trace.ApiCall, sites: list[CallSite],
+               root: Path | None) -> Location | None:
+    """The last call made before `call`, on its thread, by the innermost user function that holds it."""
+    for _, name in trace.functions_around(call):
+        function = _FUNCTION.match(name)
+        if function is None:
+            continue
+        made = [site for site in sites if site.thread == call.thread and site.code.co_name == function["name"]
+                and _same_file(site.code.co_filename, function["path"])
+                and (site.time_ns - trace.base_ns) / 1000 <= call.start_us]
+        if made:
+            return Location(relative_path(made[-1].code.co_filename, root), made[-1].line)
+    return None
+
+
+def _same_file(filename: str, shown: str) -> bool:
+    """kineto shows a file relative to the sys.path entry it was found under."""
+    filename, shown = Path(filename).as_posix(), Path(shown).as_posix()
+    return filename == shown or filename.endswith("/" + shown.lstrip("/"))
+
+
+def escaped_at_message(kernels: list[str]) -> str:
+    names = ", ".join(sorted({name[:_NAME_CHARS] for name in kernels}))
+    what = f"{_kernels(len(kernels))} ({names})"
+    return (f"{what} launched here ran during capture on another stream, outside the graph, and replay skips "
+            "them (pass the current stream to the kernel)")

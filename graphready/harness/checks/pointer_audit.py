@@ -156,6 +156,35 @@ def resolve_unowned(verdicts: list[Verdict], held_by_python: set[int]) -> list[V
     return out
 
 
+ATEN_KERNEL_PREFIX = "_ZN2at"  # torch's own kernels (at::native::...): their argument is a functor struct
+
+
+def is_aten_kernel(node_name: str) -> bool:
+    return node_name.startswith(ATEN_KERNEL_PREFIX) or "at::native::" in node_name
+
+
+def drop_stale_bytes(verdicts: list[Verdict], traced_reads: set[int]) -> tuple[list[Verdict], int]:
+    """Drop the UNKNOWN and FREED words of torch's own kernels that point into a block no captured op
+    was given (`traced_reads`: storage addresses of the tensors from outside the step that the op tracer
+    saw). Such a kernel takes its tensors as one functor struct copied from the host stack, padding and
+    unused slots included: a word there can hold an old host value that looks like a pointer (seen on an
+    H200: another model's weight in an elementwise kernel's argument, in one run of two). A tensor such a
+    kernel really reads reached it through an op the tracer saw. Other kernels (Triton, CuTe DSL, custom
+    extensions) are launched outside the dispatcher and keep every word. Returns the verdicts kept and how
+    many were dropped."""
+    kept, dropped = [], 0
+    for verdict in verdicts:
+        stale = (
+            verdict.kind in FINDING_KINDS and verdict.block is not None and is_aten_kernel(verdict.node_name)
+            and not any(verdict.block.start <= address < verdict.block.end for address in traced_reads)
+        )
+        if stale:
+            dropped += 1
+        else:
+            kept.append(verdict)
+    return kept, dropped
+
+
 def findings_by_block(verdicts: list[Verdict]) -> dict[Block, list[Verdict]]:
     """The UNKNOWN and FREED verdicts grouped by block: one finding per buffer, however many nodes use it."""
     grouped: dict[Block, list[Verdict]] = {}
@@ -165,13 +194,15 @@ def findings_by_block(verdicts: list[Verdict]) -> dict[Block, list[Verdict]]:
     return grouped
 
 
-def summary_note(verdicts: list[Verdict], nodes: int, unreadable: int) -> str:
+def summary_note(verdicts: list[Verdict], nodes: int, unreadable: int, stale: int = 0) -> str:
     """One line for the unit's notes: how many pointers of which kind the graph holds."""
     counts = Counter(v.kind for v in verdicts)
     kinds = ", ".join(f"{n} {kind}" for kind, n in counts.most_common())
     text = f"pointer audit: {len(verdicts)} device pointers in {nodes} nodes" + (f" ({kinds})" if kinds else "")
     if unreadable:
         text += f"; {unreadable} kernel nodes' arguments unreadable"
+    if stale:
+        text += f"; {stale} stale words in torch kernels' argument structs ignored (no captured op was given them)"
     return text
 
 

@@ -88,8 +88,10 @@ def _allocation(run, block: audit_rules.Block, address: int, traces: list[dict])
     return location, location.describe() + (f" (via {library})" if library else ""), size
 
 
-def audit_capture(run, graph: torch.cuda.CUDAGraph, inputs: tuple, outputs: tuple) -> CaptureAudit | None:
-    """Classify every pointer the captured graph holds; GD307 for unknown and freed blocks."""
+def audit_capture(run, graph: torch.cuda.CUDAGraph, inputs: tuple, outputs: tuple,
+                  traced_reads: set[int]) -> CaptureAudit | None:
+    """Classify every pointer the captured graph holds; GD307 for unknown and freed blocks.
+    `traced_reads`: the storages from outside the step that the captured ops were given."""
     try:
         words = graph_params.read_graph(graph.raw_cuda_graph())
     except (AttributeError, RuntimeError):  # torch without keep_graph: no cudaGraph_t to read
@@ -108,13 +110,14 @@ def audit_capture(run, graph: torch.cuda.CUDAGraph, inputs: tuple, outputs: tupl
         holders = dict(zip(starts, owner_names(tensors)))
         del tensors
         verdicts = audit_rules.resolve_unowned(verdicts, set(holders))
+    verdicts, stale = audit_rules.drop_stale_bytes(verdicts, traced_reads)
     traces = _traces(snapshot)
     for block, group in audit_rules.findings_by_block(verdicts).items():
         location, where, size = _allocation(run, block, group[0].value, traces)
         freed = group[0].kind == audit_rules.FREED
         message = audit_rules.finding_message(size, group, where, holders.get(block.start))
         run.add("GD307", message, location, Severity.ERROR if freed else Severity.WARNING)
-    run.result.notes.append(audit_rules.summary_note(verdicts, len(words.nodes), words.unreadable))
+    run.result.notes.append(audit_rules.summary_note(verdicts, len(words.nodes), words.unreadable, stale))
     watched: dict[audit_rules.Block, list[audit_rules.Verdict]] = {}
     for verdict in verdicts:
         if verdict.kind in _OWNED_KINDS and verdict.block is not None and verdict.block.pool == audit_rules.DEFAULT_POOL:

@@ -19,12 +19,13 @@ import os
 import re
 import tempfile
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
 RANGE_CATEGORY = "user_annotation"
+KERNEL_CATEGORY = "kernel"
 PYTHON_CATEGORY = "python_function"
 
 # Always wait for the GPU: a device, stream or event sync (runtime and driver API).
@@ -65,6 +66,7 @@ class ApiCall:
     thread: Any
     start_us: float
     end_us: float
+    correlation: Any = None  # links a launch to the GPU kernel it queued
 
     @property
     def duration_us(self) -> float:
@@ -94,11 +96,32 @@ def _frame_name(name: str) -> str:
     return _ADDRESS.sub(lambda m: f" {m.group(1).strip()}" if m.group(1) else "", name)
 
 
+@dataclass(frozen=True)
+class KernelRun:
+    """A kernel that executed on the GPU while the profiler ran, and the correlation id of its launch."""
+
+    name: str
+    correlation: Any
+
+
 @dataclass
 class RuntimeTrace:
     calls: list[ApiCall]  # every runtime and driver call, in start order
     ranges: dict[str, Span]  # the profiler ranges by name (the last one of a name wins)
     functions: list[tuple[Span, str]]  # the Python functions (with_stack), with their spans
+    kernels: list[KernelRun] = field(default_factory=list)  # the kernels that executed
+    base_ns: int = 0  # wall-clock time (ns) of the trace's time 0
+
+    def launch_of(self, kernel: KernelRun) -> ApiCall | None:
+        """The runtime or driver call that launched `kernel`."""
+        if kernel.correlation is None:
+            return None
+        return next((call for call in self.calls if call.correlation == kernel.correlation), None)
+
+    def functions_around(self, call: ApiCall) -> list[tuple[Span, str]]:
+        """The Python functions that hold `call` on its thread, innermost first."""
+        holding = [(span, name) for span, name in self.functions if span.holds(*_where(call))]
+        return sorted(holding, key=lambda item: item[0].start_us, reverse=True)
 
     def calls_in(self, range_name: str) -> list[ApiCall]:
         """The calls made inside the named range, on its thread."""
@@ -111,9 +134,7 @@ class RuntimeTrace:
 
     def library(self, call: ApiCall) -> str | None:
         """The innermost Python function around `call`, with its caller when that one is a built-in."""
-        holding = [(span.start_us, name) for span, name in self.functions if span.holds(*_where(call))]
-        holding.sort(reverse=True)
-        names = [_frame_name(name) for _, name in holding[:2]]
+        names = [_frame_name(name) for _, name in self.functions_around(call)[:2]]
         if len(names) == 2 and names[0].startswith("<built-in"):
             return f"{names[0]} in {names[1]}"
         return names[0] if names else None
@@ -128,22 +149,26 @@ def _span(event: dict[str, Any]) -> Span:
     return Span(event.get("tid"), start, start + float(event.get("dur", 0.0)))
 
 
-def parse_trace(events: list[dict[str, Any]]) -> RuntimeTrace:
-    """The API calls, named ranges and Python functions of a Chrome trace's `traceEvents` (kineto's export)."""
-    calls, ranges, functions = [], {}, []
+def parse_trace(events: list[dict[str, Any]], base_ns: int = 0) -> RuntimeTrace:
+    """The API calls, named ranges, Python functions and kernels of a Chrome trace's `traceEvents` (kineto's
+    export); `base_ns` is its `baseTimeNanoseconds`."""
+    calls, ranges, functions, kernels = [], {}, [], []
     for event in events:
         if event.get("ph") != "X":
             continue
         category, name = event.get("cat"), event.get("name", "")
+        correlation = (event.get("args") or {}).get("correlation")
         if category in RUNTIME_CATEGORIES:
             span = _span(event)
-            calls.append(ApiCall(name, span.thread, span.start_us, span.end_us))
+            calls.append(ApiCall(name, span.thread, span.start_us, span.end_us, correlation))
+        elif category == KERNEL_CATEGORY:
+            kernels.append(KernelRun(name, correlation))
         elif category == RANGE_CATEGORY:
             ranges[name] = _span(event)
         elif category == PYTHON_CATEGORY:
             functions.append((_span(event), name))
     calls.sort(key=lambda call: call.start_us)
-    return RuntimeTrace(calls, ranges, functions)
+    return RuntimeTrace(calls, ranges, functions, kernels, base_ns)
 
 
 def record(step: Callable[[], Any]) -> RuntimeTrace:
@@ -175,12 +200,12 @@ def record(step: Callable[[], Any]) -> RuntimeTrace:
         try:
             prof.stop()
             prof.export_chrome_trace(path)
-            events = json.loads(Path(path).read_text(encoding="utf-8")).get("traceEvents", [])
+            document = json.loads(Path(path).read_text(encoding="utf-8"))
         except (RuntimeError, OSError, ValueError) as exc:
             raise TraceUnavailable(f"the profiler failed: {type(exc).__name__}: {exc}") from None
         finally:
             Path(path).unlink(missing_ok=True)
-    trace = parse_trace(events)
+    trace = parse_trace(document.get("traceEvents", []), int(document.get("baseTimeNanoseconds") or 0))
     if not trace.calls:
         raise TraceUnavailable("the profiler recorded no CUDA runtime or driver call: CUPTI is not available")
     return trace
