@@ -102,7 +102,7 @@ def main() -> int:
     import transformers
 
     from graphready.harness import Unit
-    from graphready.harness.checks.alloc_history import start_recording
+    from graphready.harness.checks.pointers.alloc_history import start_recording
     from hf_units import TinyDecoder
 
     transformers.logging.set_verbosity_error()

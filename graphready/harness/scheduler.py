@@ -11,7 +11,7 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 
-from graphready.harness.checks.cold_pass import cold_command, merge_lane
+from graphready.harness.checks.cold.cold_pass import cold_command, merge_lane
 from graphready.harness.isolation import UnitInfo, WorkerOptions
 from graphready.harness.pool import WORKER_COMMAND, Listener, WorkerRecord, kill_all, run_lane
 from graphready.harness.result import UnitResult

@@ -29,21 +29,21 @@ import torch
 
 from graphready.findings import Severity
 from graphready.harness.blame import InternalFailure, call_user, raised_by_user
-from graphready.harness.checks import blocking as blocking_check
+from graphready.harness.checks.syncs import blocking as blocking_check
 from graphready.harness.checks import capture as capture_check
 from graphready.harness.checks import compiled as compiled_check
 from graphready.harness.checks import device as device_check
-from graphready.harness.checks import freed as freed_check
+from graphready.harness.checks.pointers import freed as freed_check
 from graphready.harness.checks import kernels as kernel_check
 from graphready.harness.checks import memory as memory_check
-from graphready.harness.checks import rebind as rebind_check
-from graphready.harness.checks import replay as replay_check
-from graphready.harness.checks import state as state_check
-from graphready.harness.checks import pointers as pointer_check
-from graphready.harness.checks import stale_outputs as stale_check
-from graphready.harness.checks import silent_sync as silent_sync_check
-from graphready.harness.checks import sync as sync_check
-from graphready.harness.checks.alloc_history import start_recording
+from graphready.harness.checks.pointers import rebind as rebind_check
+from graphready.harness.checks.replay import replay as replay_check
+from graphready.harness.checks.replay import state as state_check
+from graphready.harness.checks.pointers import pointers as pointer_check
+from graphready.harness.checks.replay import stale_outputs as stale_check
+from graphready.harness.checks.syncs import silent_sync as silent_sync_check
+from graphready.harness.checks.syncs import sync as sync_check
+from graphready.harness.checks.pointers.alloc_history import start_recording
 from graphready.harness.compare import as_outputs, clone_all, degenerate, first_difference
 from graphready.harness.frames import Location, exception_user_frame, relative_path
 from graphready.harness.result import UnitResult, make_finding
@@ -95,7 +95,7 @@ class UnitRun:
         self.options = options
         self.on_phase = PhaseClock(on_phase)
         self.result = UnitResult(name=unit.name, device=str(device))
-        self.state_fn = unit.state  # replaced when the state is discovered or completed (checks/state.py)
+        self.state_fn = unit.state  # replaced when the state is discovered or completed (checks/replay/state.py)
         path, line = callable_location(unit.fn)
         self.fn_location = Location(relative_path(path, options.root), line)
         self.pointer_audit: pointer_check.CaptureAudit | None = None

@@ -121,10 +121,10 @@ def _unfinished(unit, exc: BaseException):
 def gpu_check(steps: int, capture_alloc_limit: int, root: Path, cold: bool = False) -> Callable:
     """The real check: `graphready.harness.session.check_unit` on the unit's GPU, memory released after.
 
-    `cold`: instead, capture the unit with no warm-up (`graphready.harness.checks.lazy`, GD203)."""
+    `cold`: instead, capture the unit with no warm-up (`graphready.harness.checks.cold.lazy`, GD203)."""
     import torch
 
-    from graphready.harness.checks.lazy import cold_check_unit
+    from graphready.harness.checks.cold.lazy import cold_check_unit
     from graphready.harness.result import UnitResult, make_finding
     from graphready.harness.session import CheckOptions, check_unit
     from graphready.harness.frames import relative_path
@@ -169,7 +169,7 @@ def _serve(args) -> int:
         return 0
     if args.gpu is not None:
         torch.cuda.set_device(args.gpu)  # so that the factory's "cuda" means the assigned GPU
-    from graphready.harness.checks.alloc_history import start_recording
+    from graphready.harness.checks.pointers.alloc_history import start_recording
 
     start_recording()  # before the factory: GD307 locates buffers made at load time too
     check = gpu_check(args.steps, args.capture_alloc_limit, Path(args.root), cold=args.cold)

@@ -120,7 +120,7 @@ class _Gone:
 def _break_pointer_audit() -> None:
     """Hand the real pointer audit a dead weak proxy among the inputs it walks: it raises ReferenceError in
     graphready's own code, as it did on a CuTe DSL runtime's proxies (issue 26)."""
-    from graphready.harness.checks import pointers
+    from graphready.harness.checks.pointers import pointers
 
     real = pointers.audit_capture
     gone = _Gone()

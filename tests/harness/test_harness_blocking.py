@@ -13,14 +13,14 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from graphready.harness.checks.blocking import (
+from graphready.harness.checks.syncs.blocking import (
     BlockingSite,
     RangedStretches,
     blocking_message,
     blocking_sites,
     unconfirmed_note,
 )
-from graphready.harness.checks.runtime_trace import ApiCall, api_name, parse_trace
+from graphready.harness.runtime_trace import ApiCall, api_name, parse_trace
 from graphready.harness.frames import Location
 from graphready.harness.linetrace import SegmentTracer
 

@@ -107,7 +107,7 @@ def test_mtp_on_a_config_without_an_mtp_layer_is_a_usage_error(tmp_path):
 def test_with_mtp_every_unit_steps_two_rows_and_declares_the_state_it_carries(on_cpu):
     """The CPU half of GD306: two eager steps from the restored declared state agree, and the MTP block's
     KV cache and the accepted count and emitted tokens of the advance step are in that state."""
-    from graphready.harness.checks.state import eager_difference, storages
+    from graphready.harness.checks.replay.state import eager_difference, storages
     from graphready.harness.compare import as_outputs, clone_all
 
     units = {u.name: u for u in factory("tiny", mtp=True)}
@@ -181,7 +181,7 @@ def _held_tensors(root) -> dict[int, object]:
 def test_the_pointer_audit_reaches_every_tensor_of_the_cached_model(on_cpu, mtp):
     """GD307 owns a buffer when the unit reaches it: dsv4's units reach the model only through the
     target's `functools.cache` factory, so the walk must go through it, or every weight is unknown."""
-    from graphready.harness.checks.reachable import reachable_tensors
+    from graphready.harness.checks.pointers.reachable import reachable_tensors
 
     units = factory("tiny", mtp=mtp)
     model = units[0].setup() or _cpu_model("tiny", None, 1, mtp)

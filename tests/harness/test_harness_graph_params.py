@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import struct
 
-from graphready.harness.checks import graph_params as gp
+from graphready.harness.checks.pointers import graph_params as gp
 
 
 def test_driver_structs_match_the_cuda_headers():

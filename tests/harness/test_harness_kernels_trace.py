@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from graphready.harness.checks.call_sites import CallSite, CallSites
+from graphready.harness.call_sites import CallSite, CallSites
 from graphready.harness.checks.kernels import CAPTURE_RANGE, escaped_at_message, launch_lines
-from graphready.harness.checks.runtime_trace import parse_trace
+from graphready.harness.runtime_trace import parse_trace
 from graphready.harness.frames import Location
 
 THREAD = 7

@@ -8,8 +8,8 @@ import os
 import sys
 
 from graphready.findings import Severity
-from graphready.harness.checks.cold_pass import merge_cold, merge_lane
-from graphready.harness.checks.lazy_report import CaptureObservation, Work, describe_bytes, first_call_work, lazy_findings
+from graphready.harness.checks.cold.cold_pass import merge_cold, merge_lane
+from graphready.harness.checks.cold.lazy_report import CaptureObservation, Work, describe_bytes, first_call_work, lazy_findings
 from graphready.harness.frames import Location
 from graphready.harness.isolation import UnitInfo, WorkerOptions
 from graphready.harness.pool import WorkerRecord
@@ -128,7 +128,7 @@ def test_cold_pass_runs_in_workers_of_its_own_and_joins_the_report(tmp_path):
 def test_hooks_see_a_first_compile_at_the_calling_line_and_restore_everything(tmp_path):
     import torch
 
-    from graphready.harness.checks.lazy_hooks import FirstCallHooks
+    from graphready.harness.checks.cold.lazy_hooks import FirstCallHooks
 
     path = tmp_path / "stepmod.py"
     path.write_text("def step(x):\n    return x * 2\n\n\ndef run(compiled, x):\n    return compiled(x)\n")
@@ -151,7 +151,7 @@ def test_hooks_see_a_first_compile_at_the_calling_line_and_restore_everything(tm
 def test_hooks_wrap_cute_compile_only_while_open(tmp_path, monkeypatch):
     import types
 
-    from graphready.harness.checks.lazy_hooks import FirstCallHooks
+    from graphready.harness.checks.cold.lazy_hooks import FirstCallHooks
 
     calls = []
 
@@ -175,7 +175,7 @@ def test_hooks_wrap_cute_compile_only_while_open(tmp_path, monkeypatch):
 def test_kept_allocations_are_new_live_blocks_at_their_innermost_user_line(tmp_path, monkeypatch):
     import torch
 
-    from graphready.harness.checks import lazy
+    from graphready.harness.checks.cold import lazy
 
     user = str(tmp_path / "layer.py")
     library = torch.__file__
@@ -198,7 +198,7 @@ def test_kept_allocations_are_new_live_blocks_at_their_innermost_user_line(tmp_p
 def test_the_cold_pass_leaves_units_that_torch_compile_graphs_itself_to_the_compiler(tmp_path):
     import torch
 
-    from graphready.harness.checks.lazy import cold_check_unit
+    from graphready.harness.checks.cold.lazy import cold_check_unit
     from graphready.harness.session import CheckOptions
     from graphready.harness.unit import Unit
 

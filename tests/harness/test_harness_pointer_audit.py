@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
-from graphready.harness.checks import alloc_history
-from graphready.harness.checks import pointer_audit as pa
-from graphready.harness.checks.graph_params import NodeWords
-from graphready.harness.checks.reachable import reachable_tensors
+from graphready.harness.checks.pointers import alloc_history
+from graphready.harness.checks.pointers import pointer_audit as pa
+from graphready.harness.checks.pointers.graph_params import NodeWords
+from graphready.harness.checks.pointers.reachable import reachable_tensors
 
 GRAPH_POOL = (1, 0)
 BASE = 0x7F40_0000_0000

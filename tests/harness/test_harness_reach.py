@@ -17,7 +17,7 @@ import weakref
 import torch
 
 from graphready.harness import reach
-from graphready.harness.checks import reachable
+from graphready.harness.checks.pointers import reachable
 
 
 class Holder:

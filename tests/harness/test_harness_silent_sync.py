@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from graphready.harness.checks.silent_sync import (
+from graphready.harness.checks.syncs.silent_sync import (
     Side,
     SilentCopyWatch,
     contiguous_strides,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from graphready.harness.checks.stale_outputs import StaleReadTracer, graphed_step, stale_message
+from graphready.harness.checks.replay.stale_outputs import StaleReadTracer, graphed_step, stale_message
 
 ROOT = Path(__file__).resolve().parents[2]
 

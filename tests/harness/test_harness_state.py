@@ -20,7 +20,8 @@ import pytest
 import torch
 
 from graphready.harness import Unit
-from graphready.harness.checks import rebind, state
+from graphready.harness.checks.pointers import rebind
+from graphready.harness.checks.replay import state
 from graphready.harness.frames import extension_frame, user_frame
 from graphready.harness.reach import Reached, owner_names, reachable_tensors, resolve, roots_of
 from graphready.harness.session import CheckOptions, UnitRun

@@ -1,6 +1,6 @@
 """GD101 from the busy-GPU probe: a real sync outside torch, and two lines that only look like one.
 
-The probe (graphready/harness/checks/blocking.py) flags a line that returns only once the GPU has
+The probe (graphready/harness/checks/syncs/blocking.py) flags a line that returns only once the GPU has
 drained. A CuPy stream sync does that and is a sync. So does a line that keeps the CPU busy for
 longer than the probe's queued GPU work (an HF model's forward called from one user line took
 about 320 ms under line tracing), and a line whose kernel launches block because the launch queue

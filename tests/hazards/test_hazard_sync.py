@@ -52,7 +52,7 @@ def test_the_probe_timing_flags_the_line_and_the_runtime_trace_clears_it(unit_cl
     import sync_units
     import torch
 
-    from graphready.harness.checks import blocking
+    from graphready.harness.checks.syncs import blocking
 
     fn = getattr(sync_units, unit_class)()
     (x,) = sync_units._vector(0)

@@ -222,7 +222,7 @@ def replay_checks(run, fresh_inputs: tuple, state0: tuple, graphed: bool) -> Non
 
     from graphready.harness.blame import call_user, raised_by_user
     from graphready.harness.checks import kernels as kernel_check
-    from graphready.harness.checks.replay import mismatch_message
+    from graphready.harness.checks.replay.replay import mismatch_message
     from graphready.harness.compare import as_outputs, clone_all, degenerate, first_difference
 
     unit, device = run.unit, run.device

@@ -17,10 +17,10 @@ from typing import Any, Callable
 
 import torch
 
-from graphready.harness.checks import runtime_trace
-from graphready.harness.checks.call_sites import CallSite, CallSites
+from graphready.harness import runtime_trace
+from graphready.harness.call_sites import CallSite, CallSites
 from graphready.harness.checks.capture import new_graph
-from graphready.harness.checks.graph_params import cuda_driver, graph_nodes
+from graphready.harness.checks.pointers.graph_params import cuda_driver, graph_nodes
 from graphready.harness.frames import Location, relative_path
 
 CU_GRAPH_NODE_TYPE_KERNEL = 0

@@ -22,8 +22,8 @@ import torch
 from graphready.harness.blame import InternalFailure, call_user, raised_by_user
 from graphready.harness.checks.capture import _first_exception, _raised_by_graphready, new_graph
 from graphready.harness.checks.compiled import uses_compiler_graphs
-from graphready.harness.checks.lazy_hooks import FirstCallHooks
-from graphready.harness.checks.lazy_report import CaptureObservation, Work, describe_bytes, lazy_findings
+from graphready.harness.checks.cold.lazy_hooks import FirstCallHooks
+from graphready.harness.checks.cold.lazy_report import CaptureObservation, Work, describe_bytes, lazy_findings
 from graphready.harness.checks.user_code import is_user_code, traceback_location
 from graphready.harness.frames import Location, relative_path
 from graphready.harness.result import UnitResult, make_finding

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import torch
 
-from graphready.harness.checks import runtime_trace
+from graphready.harness import runtime_trace
 from graphready.harness.frames import Location
 from graphready.harness.linetrace import Boundary, SegmentTracer
 

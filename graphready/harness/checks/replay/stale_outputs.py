@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from graphready.harness.blame import call_user, raised_by_user
-from graphready.harness.checks import pointer_audit
+from graphready.harness.checks.pointers import pointer_audit
 from graphready.harness.compare import as_outputs, clone_all, first_difference
 from graphready.harness.frames import Location, current_user_frame, exception_user_frame
 from graphready.harness.tracer import storage_key, tensors_in

@@ -2,7 +2,7 @@
 the main pass's. It runs in the parent, so it imports no torch.
 
 Each lane first runs its units through `serve --cold` workers (a capture with no warm-up, GD203;
-`graphready.harness.checks.lazy`), then through the usual workers; a cold capture that fails
+`graphready.harness.checks.cold.lazy`), then through the usual workers; a cold capture that fails
 poisons its worker, which is replaced like any other. The cold pass's findings join each unit's
 report; a cold failure counts only where the warmed-up capture succeeded.
 """

@@ -1,6 +1,6 @@
 """GD203 lazy-capture-work: what a capture with no warm-up did that a warmed-up capture does not.
 
-The cold worker (`graphready.harness.checks.lazy`) captures a unit twice in a fresh process: first
+The cold worker (`graphready.harness.checks.cold.lazy`) captures a unit twice in a fresh process: first
 with nothing run before (cold), then again (warm). Work seen only in the cold capture is first-call
 work: a JIT compile, a module load, host pinning, a buffer that a lazy `if self.buf is None:` made.
 This module turns the two observations into findings; it imports no torch.

@@ -15,9 +15,10 @@ from typing import Any
 import torch
 
 from graphready.findings import Severity
-from graphready.harness.checks import alloc_history, graph_params
-from graphready.harness.checks import pointer_audit as audit_rules
-from graphready.harness.checks.reachable import reachable_tensors
+from graphready.harness.checks.pointers import alloc_history
+from graphready.harness.checks.pointers import graph_params
+from graphready.harness.checks.pointers import pointer_audit as audit_rules
+from graphready.harness.checks.pointers.reachable import reachable_tensors
 from graphready.harness.frames import Location
 from graphready.harness.reach import owner_names
 from graphready.harness.tracer import storage_key, tensors_in

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import torch
 
 from graphready.harness.blame import call_user
-from graphready.harness.checks.lazy_report import Work, describe_bytes
+from graphready.harness.checks.cold.lazy_report import Work, describe_bytes
 from graphready.harness.checks.user_code import stack_location
 from graphready.harness.frames import Location
 
