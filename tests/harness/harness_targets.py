@@ -127,8 +127,8 @@ def _break_pointer_audit() -> None:
     dead = weakref.proxy(gone)
     del gone
 
-    def audit_capture(run, graph, inputs, outputs):
-        return real(run, graph, (*inputs, dead), outputs)
+    def audit_capture(run, graph, inputs, outputs, *rest):
+        return real(run, graph, (*inputs, dead), outputs, *rest)
 
     pointers.audit_capture = audit_capture
 
