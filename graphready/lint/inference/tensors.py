@@ -15,6 +15,7 @@ from typing import Callable, Collection
 import libcst as cst
 
 from graphready.lint.analysis.cstwalk import nodes
+from graphready.lint.inference.evidence import tensor_call_results
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.inference.torchnames import FACTORIES, non_tensor_torch
 
@@ -156,17 +157,23 @@ class TensorEnv:
             elif param.default is not None and _is_number(param.default):
                 self.locals[param.name.value] = SCALAR  # `max_len=-1`: callers pass a Python number
         scan = scan or scan_function(func)
-        pairs, loops = scan.pairs, scan.loops
+        self._settle(scan)
+        evident = tensor_call_results(func, self.qualname, lambda call: self.kind(call) is None)
+        if evident - self.locals.keys():
+            self.locals.update((name, TENSOR) for name in evident if name not in self.locals)
+            self._settle(scan)  # `z = y + 1` after `y` turned out a tensor
+        self._learned = True
+
+    def _settle(self, scan: FunctionScan) -> None:
         for _ in range(3):  # a few passes settle chains like a = f(x); b = a + 1
             before = (dict(self.locals), dict(self.host))
-            for targets, value in pairs:
+            for targets, value in scan.pairs:
                 self._learn(targets, value)
-            for target, iterable in loops:
+            for target, iterable in scan.loops:
                 if isinstance(target, cst.Name) and self.kind(iterable) in (TENSOR, BOOL, TENSORS):
                     self.locals[target.value] = TENSOR
             if before == (self.locals, self.host):
                 break
-        self._learned = True
 
     def annotation_kind(self, annotation: cst.BaseExpression) -> str | None:
         return annotation_kind(cst.Module([]).code_for_node(annotation))

@@ -31,6 +31,7 @@ FACTORIES = {
     "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "rand", "randn", "randint",
     "randperm", "tensor", "as_tensor", "empty_strided", "eye", "from_numpy", "asarray",
 }
+GRAPH_CONTEXT = "torch.cuda.graph"  # `with torch.cuda.graph(g):` opens a capture body
 LOCK_TYPES = {
     "threading.Lock", "threading.RLock", "threading.Condition", "threading.Semaphore",
     "threading.BoundedSemaphore", "multiprocessing.Lock", "multiprocessing.RLock",

@@ -8,10 +8,11 @@ import libcst as cst
 from graphready.lint.analysis.context import RuleContext
 from graphready.lint.analysis.cstwalk import nodes, walk
 from graphready.lint.inference.tensors import positional, string_value
+from graphready.lint.inference.torchnames import GRAPH_CONTEXT
 from graphready.lint.rules.base import Rule
 from graphready.lint.scope.graphprep import prep_kind
 
-GRAPH_CONTEXT = "torch.cuda.graph"
+FILLING = {"append", "extend", "insert", "add", "update", "setdefault", "appendleft"}  # put values in a container
 CAPTURING = "torch.cuda.is_current_stream_capturing"
 
 
@@ -42,6 +43,7 @@ def _scan(ctx: RuleContext, root: cst.FunctionDef):
     inside: list[cst.BaseSuite] = []
     graphs: list[cst.BaseExpression | None] = []
     locals_: set[str] = set()
+    held: dict[str, set[str]] = {}  # local container -> names put in it (`graphs.append(g)`): kept if it is
 
     def enter(node: cst.CSTNode) -> bool:
         nonlocal escaped
@@ -59,7 +61,9 @@ def _scan(ctx: RuleContext, root: cst.FunctionDef):
             for target in node.targets:
                 if isinstance(target.target, cst.Name):
                     locals_.add(target.target.value)
-                if isinstance(target.target, (cst.Attribute, cst.Subscript)):
+                if isinstance(target.target, (cst.Attribute, cst.Subscript)) or (
+                        isinstance(target.target, (cst.Tuple, cst.List))  # `self.graphs, self.outs = graphs, outs`
+                        and any(isinstance(e.value, (cst.Attribute, cst.Subscript)) for e in target.target.elements)):
                     escaped |= _names_in(node.value)
                 elif isinstance(target.target, cst.Name) and not inside:
                     if (isinstance(node.value, cst.Call) and ctx.env.is_tensor(node.value)
@@ -71,6 +75,8 @@ def _scan(ctx: RuleContext, root: cst.FunctionDef):
                     and ctx.qualname(func) != GRAPH_CONTEXT):
                 for arg in node.args:
                     escaped |= _names_in(arg.value)
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.attr.value in FILLING:
+                held.setdefault(func.value.value, set()).update(*(_names_in(arg.value) for arg in node.args))
         elif isinstance(node, cst.Return):
             escaped |= _names_in(node.value)
         elif isinstance(node, cst.Yield) and isinstance(node.value, cst.BaseExpression):
@@ -82,6 +88,11 @@ def _scan(ctx: RuleContext, root: cst.FunctionDef):
             inside.pop()
 
     walk(root, enter, leave)
+    kept = [container for container in held if container in escaped]
+    while kept:  # what a kept container holds is kept, and so is what it holds in turn
+        added = held.pop(kept.pop(), set()) - escaped
+        escaped |= added
+        kept += [container for container in added if container in held]
     if graphs and all(isinstance(g, cst.Arg) and isinstance(g.value, cst.Name) and g.value.value in locals_
                       and g.value.value not in escaped for g in graphs):
         return bodies, set()

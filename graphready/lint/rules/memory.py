@@ -5,8 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from graphready.lint.analysis.context import RuleContext
+from graphready.lint.analysis.cstwalk import nodes
 from graphready.lint.rules.base import Rule
-from graphready.lint.inference.tensors import PAGEABLE, PYTHON_SCALAR_BUILTINS, SCALAR, device_kind, keyword, positional, self_attr
+from graphready.lint.inference.tensors import (PAGEABLE, PYTHON_SCALAR_BUILTINS, SCALAR, TensorEnv, device_kind, dotted,
+                                               keyword, positional, self_attr)
 from graphready.lint.inference.torchnames import FACTORIES
 
 ALLOCATING_FACTORIES = FACTORIES - {"from_numpy", "asarray"}
@@ -66,14 +68,45 @@ class PageableH2D(Rule):
 NON_KERNEL_CALLS = PYTHON_SCALAR_BUILTINS | {"print", "isinstance", "getattr", "setattr", "hasattr", "enumerate", "zip"}
 
 
+def _object_counters(func: cst.FunctionDef, env: TensorEnv) -> set[str]:
+    """`state.step` in `state.step += 1` / `state.step = state.step + n`: a Python number the function steps on
+    an object other than `self` (whose counters the class facts hold), or deeper in one (`self.state.step`).
+    A tensor field (by annotation, name or increment) is updated on the device, not frozen."""
+    counters: set[str] = set()
+    for node in nodes(func):
+        if isinstance(node, cst.AugAssign) and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
+            target, step = node.target, node.value
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.BinaryOperation) \
+                and isinstance(node.value.operator, (cst.Add, cst.Subtract)):
+            target, step = node.targets[0].target, node.value.right
+            if dotted(node.value.left) != dotted(target):
+                continue
+        else:
+            continue
+        name = dotted(target) if isinstance(target, cst.Attribute) else None
+        if name is None or self_attr(target) is not None or env.kind(target) not in (SCALAR, None) \
+                or env.kind(step) not in (SCALAR, None) or env.is_tensor(target.value):
+            continue
+        counters.add(name)
+    return counters
+
+
 class FrozenScalar(Rule):
     code = "GR303"
+
+    def __init__(self) -> None:
+        self.counters: set[str] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef, ctx: RuleContext) -> None:
+        self.counters = _object_counters(node, ctx.env)
 
     def _frozen(self, node: cst.CSTNode, ctx: RuleContext) -> cst.CSTNode | None:
         attr = self_attr(node)
         if attr is not None and attr in ctx.facts.frozen_attrs:
             return node
         if isinstance(node, cst.Name) and node.value in ctx.facts.stepped_globals:
+            return node
+        if isinstance(node, cst.Attribute) and self.counters and dotted(node) in self.counters:
             return node
         if isinstance(node, cst.BinaryOperation):
             return self._frozen(node.left, ctx) or self._frozen(node.right, ctx)
@@ -83,7 +116,8 @@ class FrozenScalar(Rule):
 
     def _report(self, leaf: cst.CSTNode, ctx: RuleContext) -> None:
         name = self_attr(leaf)
-        what = f"`self.{name}`" if name else f"global `{leaf.value}`"
+        what = f"`self.{name}`" if name else f"global `{leaf.value}`" if isinstance(leaf, cst.Name) \
+            else f"`{dotted(leaf)}`"
         ctx.report(leaf, f"{what} changes between steps, but a graph keeps the value it saw at capture; "
                          "keep it in a device tensor updated in place")
 

@@ -36,6 +36,14 @@ class HostSync(Rule):
             ctx.report(node, "`.synchronize()` on a stream or event blocks the host; use `wait_stream`/`wait_event`")
 
 
+STRINGS = (cst.SimpleString, cst.ConcatenatedString)
+
+
+def _string_method(func: cst.BaseExpression, method: str) -> bool:
+    """`"...".method` on a string literal."""
+    return isinstance(func, cst.Attribute) and func.attr.value == method and isinstance(func.value, STRINGS)
+
+
 SCALAR_CASTS = {"int", "float", "bool", "complex"}
 COMPARING_BUILTINS = {"max", "min", "sorted", "any", "all"}  # compare or test elements with Python's bool()
 TEXT_CALLS = {"print", "str", "repr", "format"}
@@ -47,6 +55,8 @@ class ImplicitScalar(Rule):
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
         name = ctx.qualname(node.func)
         if name is None:
+            if _string_method(node.func, "format") and any(ctx.env.is_tensor(a.value) for a in node.args):
+                ctx.report(node, "`str.format()` of a tensor formats its values on the host, syncing with the GPU")
             return
         args = [a.value for a in node.args]
         tensors = [a for a in args if ctx.env.is_tensor(a)]
@@ -64,6 +74,15 @@ class ImplicitScalar(Rule):
             method = "sort" if name == "sorted" else name
             ctx.report(node, f"Python's `{name}()` over a tensor tests its elements with `bool()` on the host, one "
                              f"sync per comparison; use `t.{method}()` and keep the result on the device")
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation, ctx: RuleContext) -> None:
+        """`"%s" % y`, `"%d/%d" % (a, y)`: printf-style formatting reads every tensor it is given."""
+        if not (isinstance(node.operator, cst.Modulo) and isinstance(node.left, STRINGS)):
+            return
+        right = node.right
+        values = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+        if any(ctx.env.is_tensor(value) for value in values):
+            ctx.report(node, "`%`-formatting a tensor reads its values on the host, syncing with the GPU")
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression, ctx: RuleContext) -> None:
         if ctx.env.is_tensor(node.expression):

@@ -196,15 +196,21 @@ class AttributeTyper:
         elif isinstance(value, ast.Call):
             callee = self.names.resolve(value.func)
             if callee in MODULE_CONTAINERS:
-                element = self.element_class([value])
-                if element:
-                    info.attr_elem_types.setdefault(attr, element)
+                self._learn_listed(attr, value)
             elif not self._learn_elements(attr, value) and callee:
                 note_type(info, attr, callee)
         elif isinstance(value, (ast.List, ast.ListComp, ast.Tuple)):
-            element = self.element_class([value])
-            if element:
-                info.attr_elem_types.setdefault(attr, element)
+            self._learn_listed(attr, value)
+
+    def _learn_listed(self, attr: str, value: ast.AST) -> None:
+        """`nn.ModuleList([layer_type(...) for i in ...])`, `[Layer(...), ...]`: the elements' class, and the
+        class parameter they are built from, if any."""
+        element = self.element_class([value])
+        if element:
+            self.info.attr_elem_types.setdefault(attr, element)
+        param = self._class_param_called(value)
+        if param:
+            self.info.attr_elem_params.setdefault(attr, param)
 
     def _learn_elements(self, attr: str, call: ast.Call) -> bool:
         """A factory call that builds a list of modules; True if it names their class."""
@@ -212,11 +218,15 @@ class AttributeTyper:
         if made:
             self.info.attr_elem_types.setdefault(attr, made[0])
             self.info.attr_elem_alternatives.setdefault(attr, made[1:])
-        param = next((c.func.id for c in ast.walk(call) if isinstance(c, ast.Call)
-                      and isinstance(c.func, ast.Name) and c.func.id in self.class_params), None)
+        param = self._class_param_called(call)
         if param:
             self.info.attr_elem_params.setdefault(attr, param)
         return bool(made or param)
+
+    def _class_param_called(self, value: ast.AST) -> str | None:
+        """The class parameter `value` instantiates (`layer_type(...)` with `layer_type=Layer` in the signature)."""
+        return next((c.func.id for c in ast.walk(value) if isinstance(c, ast.Call)
+                     and isinstance(c.func, ast.Name) and c.func.id in self.class_params), None)
 
     def _built_by_factory(self, call: ast.Call) -> list[str]:
         """`make_layers(n, lambda idx, prefix: DecoderLayer(...))`: a function (not a class) handed a

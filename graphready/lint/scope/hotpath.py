@@ -56,6 +56,7 @@ class Project:
             for info in index.functions.values():
                 self.functions[info.key] = info
         self.autograd_functions = self._autograd_functions()
+        self._class_arguments: dict[tuple[str, str], list[str]] | None = None
         self.class_uses: dict[str, list[tuple[str, int]]] = {}
         for index in modules.values():
             for name, uses in index.class_uses.items():
@@ -181,11 +182,13 @@ class Project:
         info, _ = found
         origin = origin or dotted_class
         if elements and attr in info.attr_elem_params:  # built from `__init__(layer_type=Default)`
-            made = self._init_class(origin, info.attr_elem_params[attr]) or info.attr_elem_types.get(attr)
-            return [made] if made else []
+            param = info.attr_elem_params[attr]
+            made = self._init_class(origin, param) or info.attr_elem_types.get(attr)
+            return list(dict.fromkeys(filter(None, [made, *self.classes_given(origin, param)])))
         if not elements and attr in info.attr_params:  # `self.attn = attn_type(...)`, `attn_type=Default`
-            made = self._init_class(origin, info.attr_params[attr]) or info.attr_types.get(attr)
-            return [made] if made else []
+            param = info.attr_params[attr]
+            made = self._init_class(origin, param) or info.attr_types.get(attr)
+            return list(dict.fromkeys(filter(None, [made, *self.classes_given(origin, param)])))
         if elements and attr in info.attr_elem_types:
             return [info.attr_elem_types[attr], *info.attr_elem_alternatives.get(attr, [])]
         if not elements and attr in info.attr_types:
@@ -199,6 +202,36 @@ class Project:
             if resolved:
                 return resolved
         return []
+
+    def classes_given(self, dotted_class: str, param: str) -> list[str]:
+        """The classes callers hand to `dotted_class(..., param=Cls)`, by keyword or by position."""
+        found = self.class_named(dotted_class)
+        if not found:
+            return []
+        if self._class_arguments is None:
+            self._class_arguments = self._given_classes()
+        return self._class_arguments.get((f"{found[1]}.{found[0].qualname}", param), [])
+
+    def _given_classes(self) -> dict[tuple[str, str], list[str]]:
+        """(class, `__init__` parameter) -> the classes constructor calls across the project pass to it."""
+        given: dict[tuple[str, str], list[str]] = {}
+        for index in self.modules.values():
+            for callee, param, held in index.class_arguments:
+                found = self.class_named(callee)
+                if not found:
+                    continue
+                dotted = f"{found[1]}.{found[0].qualname}"
+                if param.startswith("#"):  # by position: after `self` in the `__init__` the class runs
+                    init = self.find_method(dotted, "__init__")
+                    params = self.functions[init].params[1:] if init else []
+                    position = int(param[1:])
+                    if position >= len(params):
+                        continue
+                    param = params[position]
+                classes = given.setdefault((dotted, param), [])
+                if held not in classes:
+                    classes.append(held)
+        return given
 
     def _init_class(self, dotted_class: str, param: str, depth: int = 0) -> str | None:
         """The class a subclass hands to its base's `__init__(param=...)` through `super().__init__`."""

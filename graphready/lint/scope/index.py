@@ -134,6 +134,8 @@ class ModuleIndex:
     class_uses: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     # metadata attributes a graph's capture preparation fills with device tensors (scope/graphprep.py)
     captured_device_fields: set[str] = field(default_factory=set)
+    # `Model(cfg, layer_type=Layer)`: (the class built, the parameter by keyword or "#<position>", the class given)
+    class_arguments: list[tuple[str, str, str]] = field(default_factory=list)
     parse_error: tuple[int, int, str] | None = None
 
 
@@ -326,6 +328,22 @@ class _ModuleIndexer:
             elif isinstance(node, ast.Constant):
                 _record_named_class(uses, node)
 
+    def _record_class_arguments(self, body_nodes: list[ast.AST]) -> None:
+        """Classes handed to a class's constructor (`JetNemotronModel(cfg, decoder_layer_type=JetDecoderLayer)`):
+        the instance builds its layers from the class given, not from the parameter's default."""
+        for node in body_nodes:
+            if not (isinstance(node, ast.Call) and _class_name(node.func)):
+                continue
+            callee = self.names.resolve(node.func)
+            positional = next((node.args[:i] for i, arg in enumerate(node.args) if isinstance(arg, ast.Starred)),
+                              node.args)  # positions after a `*args` are unknown
+            given = [(f"#{i}", arg) for i, arg in enumerate(positional)]
+            given += [(k.arg, k.value) for k in node.keywords if k.arg]
+            for param, value in given:
+                held = self.names.resolve(value) if callee and isinstance(value, (ast.Name, ast.Attribute)) else None
+                if held and looks_like_class(held):
+                    self.index.class_arguments.append((callee, param, held))
+
     def _platform(self, guards: Guards) -> Guards:
         """`guards.platform()`, made once per guards object (most functions share the module's)."""
         if id(guards) not in self.platform_guards:
@@ -470,6 +488,7 @@ class _ModuleIndexer:
                 nested[stmt.name] = f"{self.index.module}:{qualname}.{stmt.name}"
         _FunctionScanner(info, self.names, nested).scan(node, body_nodes)
         self._record_class_uses(info.key, body_nodes)
+        self._record_class_arguments(body_nodes)
         if class_info is not None:
             AttributeTyper(self.names, class_info, node, body_nodes, self.tables).learn()
             class_info.graph_inputs |= _attrs_read_in(body_nodes, info.capture_bodies)

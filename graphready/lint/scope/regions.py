@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from graphready.lint.scope.attrtypes import self_attr
 from graphready.lint.scope.guards import Guards, eager_when
 from graphready.lint.scope.resolve import ImportMap
-from graphready.lint.inference.torchnames import is_tensor_callee
+from graphready.lint.inference.torchnames import GRAPH_CONTEXT, is_tensor_callee
 
-GRAPH_CONTEXT = "torch.cuda.graph"
 TENSOR_METHODS = {"to", "cuda", "contiguous", "clone", "t", "float", "half", "bfloat16", "view", "reshape",
                   "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "pin_memory"}
 EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
@@ -49,8 +48,11 @@ def _block_range(statements: list[ast.stmt]) -> tuple[int, int] | None:
 def memo_state(test: ast.AST) -> str | None:
     """The state a one-time-init test guards: `self.x is None`, `key not in self.cache`, `not self.ready`,
     `not getattr(self, "_compiled", False)`; with other conditions (`ep and self.map_gpu is None`) the
-    block still runs at most once, since it sets the state."""
+    block still runs at most once, since it sets the state. Growth (`ws is None or ws.numel() < need`) is
+    no one-time init: the block runs again whenever a step needs more."""
     if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.Or) and any(map(size_test, test.values)):
+            return None
         return next((s for s in map(memo_state, test.values) if s), None)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         operand = test.operand
@@ -67,6 +69,31 @@ def memo_state(test: ast.AST) -> str | None:
         if isinstance(op, ast.NotIn):
             return ast.unparse(right)
     return None
+
+
+SIZE_METHODS = {"numel", "nelement", "size", "__len__"}
+
+
+def size_read(node: ast.AST) -> ast.AST | None:
+    """The object whose size `node` reads: `ws.numel()`, `ws.size(0)`, `ws.shape[0]`, `ws.nbytes`, `len(ws)`."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SIZE_METHODS:
+        return node.func.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and node.args:
+        return node.args[0]
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        return node.value.value
+    if isinstance(node, ast.Attribute) and node.attr == "nbytes":
+        return node.value
+    return None
+
+
+def size_test(test: ast.AST) -> bool:
+    """`ws.numel() < need`, `need > ws.shape[0]`: a test for whether something is too small."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    op, left, right = test.ops[0], test.left, test.comparators[0]
+    return (isinstance(op, (ast.Lt, ast.LtE)) and size_read(left) is not None) or \
+        (isinstance(op, (ast.Gt, ast.GtE)) and size_read(right) is not None)
 
 
 def _identity_pair(test: ast.AST, same: bool) -> tuple[ast.Attribute, ast.AST] | None:
