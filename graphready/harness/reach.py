@@ -247,9 +247,12 @@ def resolve(fn: Callable[..., Any], root: str, steps: tuple[Step, ...]) -> Any:
     """The object at `root` + `steps` now (None when the path no longer leads anywhere)."""
     for name, obj in roots_of(fn):
         if name == root:
-            break
-    else:
-        return None
+            return follow(obj, steps)
+    return None
+
+
+def follow(obj: Any, steps: tuple[Step, ...]) -> Any:
+    """The object `steps` lead to from `obj` now (None when the path no longer leads anywhere)."""
     for kind, key in steps:
         try:
             obj = _member(obj, key) if kind == "attr" else _item(obj, key)

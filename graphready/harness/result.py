@@ -24,6 +24,7 @@ CHECK_NAMES = {
     "GD306": "undeclared-state",
     "GD307": "unknown-pointer",
     "GD308": "stale-output",
+    "GD309": "padded-replay",
     "GD401": "memory-growth",
     "GD402": "capture-alloc",
     "GD501": "device-stream",
@@ -38,7 +39,8 @@ PASS, FAIL, ERROR, INTERNAL = "pass", "fail", "error", "internal-error"
 PHASE_GROUPS = {
     "eager_check_s": ("inputs", "warm-up", "state", "sync", "kernels", "eager timing", "memory growth"),
     "capture_s": ("capture", "capture analysis", "pointer audit", "cold capture"),
-    "replay_check_s": ("replay", "freed memory", "eager reference", "loop", "replay timing", "rebound state"),
+    "replay_check_s": ("replay", "freed memory", "eager reference", "loop", "padded replay", "replay timing",
+                       "rebound state"),
 }
 
 

@@ -6,10 +6,11 @@ Order: warm-up on a side stream (torch.compile's skip reasons and graph breaks, 
 discovery and eager reproducibility (GD306), eager checks (GD101 sync, GD102 silent sync, kernels,
 timing, GD401 growth), capture on an explicit stream of the unit's device under the op tracer
 (GD201, GD202, GD402, GD501), the graph's pointers (GD307), then replays against eager (GD303,
-GD304, GD301, GD302), the unit's own loop (GD308), pointers freed since capture (GD307), replay
-timing, and the address audit of what the unit can reach (GD305). A torch.compile(mode=
-"reduce-overhead") unit is not captured again: its own graphs are compared with its Python
-original (checks/compiled.py).
+GD304, GD301, GD302), the unit's own loop (GD308, GD305), pointers freed since capture (GD307),
+padded replays of a graph captured for a batch size (GD309),
+the input preparation run once more (GD305), replay timing, and the address audit of what the
+unit can reach (GD305). A torch.compile(mode="reduce-overhead") unit is not captured again: its
+own graphs are compared with its Python original (checks/compiled.py).
 
 Every check runs guarded (`UnitRun.checking`): the unit's own code raising is a verdict (GD201) and
 ends the unit, while one of graphready's checks raising is that check's internal error (GD001,
@@ -37,6 +38,8 @@ from graphready.harness.checks.pointers import freed as freed_check
 from graphready.harness.checks import kernels as kernel_check
 from graphready.harness.checks import memory as memory_check
 from graphready.harness.checks.pointers import rebind as rebind_check
+from graphready.harness.checks.pointers import rebind_between
+from graphready.harness.checks.replay import padded as padded_check
 from graphready.harness.checks.replay import replay as replay_check
 from graphready.harness.checks.replay import state as state_check
 from graphready.harness.checks.pointers import pointers as pointer_check
@@ -99,6 +102,7 @@ class UnitRun:
         path, line = callable_location(unit.fn)
         self.fn_location = Location(relative_path(path, options.root), line)
         self.pointer_audit: pointer_check.CaptureAudit | None = None
+        self.read_paths: rebind_between.ReadPaths | None = None  # GD305 between replays, set after capture
 
     # -- findings --------------------------------------------------------------------------------
     def add(self, rule: str, message: str, location: Location | None, severity: Severity = Severity.ERROR) -> None:
@@ -264,11 +268,13 @@ def _check(run: UnitRun) -> None:
         if addresses is not None:
             graph_reads = rebind_check.read_addresses(tracer.records)
             rebound = rebind_check.rebound(addresses, rebind_check.audit(unit.fn), graph_reads)
+            run.read_paths = rebind_between.ReadPaths.of(unit.fn, addresses, graph_reads, rebound)
     _replay_checks(run, graph, outputs, tracer, static_inputs, fresh_inputs, state0, capture_stream)
     with run.checking("rebound state"):
         if addresses is not None:
             later = rebind_check.rebound(addresses, rebind_check.audit(unit.fn), graph_reads)
-            rebound += [p for p in later if p not in rebound]
+            between = run.read_paths.reported if run.read_paths is not None else set()
+            rebound += [p for p in later if p not in rebound and p not in between]
         if rebound:
             run.on_phase("rebound state")
             rebind_check.report(run, rebound, static_inputs, state0)
@@ -543,6 +549,15 @@ def _replay_checks(run, graph, static_outputs, tracer, static_inputs, fresh_inpu
     run.on_phase("pointer audit")
     with run.checking("pointer audit"):
         pointer_check.recheck(run, run.pointer_audit)
+    if padded_check.applies(run.unit):
+        run.on_phase("padded replay")
+        with run.checking("padded replay", failure="step, make_inputs or pad_inputs for a padded batch"):
+            padded_check.check(run, graph, static_inputs, static_outputs, state0, capture_stream)
+    # An engine prepares the inputs before every replay: what that re-binds, the graph never sees. Last of
+    # the comparisons, so a re-bind that frees what the graph reads cannot change their verdicts.
+    run.on_phase("rebound state")
+    with run.checking("rebound state", failure="make_inputs"):
+        rebind_between.check_preparation(run, lambda: _inputs(run.unit, 2))
 
     run.on_phase("replay timing")
     with run.checking("replay timing", failure=_replay_failed(run)):

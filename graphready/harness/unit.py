@@ -14,9 +14,11 @@ class Unit:
     """One graph-capturable step: a layer, a decode step, a sampler.
 
     `fn(*inputs)` runs the step and returns a tensor or a tuple of tensors. `make_inputs(seed)`
-    returns fresh tensors of fixed shapes (different seeds, different values). `state()` returns
-    the tensors `fn` mutates (KV cache, counters) so eager and replay start from the same state;
-    left out (None), it is discovered: every tensor `fn` can reach that a step changes in place.
+    returns fresh tensors of fixed shapes (different seeds, different values); it runs again after
+    capture, as an engine prepares every step's inputs, so what it re-binds is seen (GD305).
+    `state()` returns the tensors `fn` mutates (KV cache, counters) so eager and replay start from
+    the same state; left out (None), it is discovered: every tensor `fn` can reach that a step
+    changes in place.
     `device` pins the unit to one GPU (`"cuda:1"`); None means the GPU the harness assigns.
     `atol`/`rtol` bound the replay-vs-eager difference (0 means bitwise equal).
     `setup()` builds what `fn` needs (a model): a worker calls the setup of every unit it will
@@ -27,6 +29,18 @@ class Unit:
     own, named `name[key]`, with inputs from `make_inputs(seed, key=key)`. `loop(step, steps)` runs
     `steps` consecutive steps the way the caller's engine loop does, calling `step(*inputs)` for
     each, and returns tensors to compare: the harness runs it eager and graphed (GD308).
+    With integer `keys` (captured batch sizes), each graph captured for K is also replayed for a
+    real batch of b < K rows padded to K and compared with `fn` run eager on those b rows (GD309);
+    `make_inputs(seed, key=b)` makes that real batch (a unit whose make_inputs cannot is noted, unless
+    it declares `pad_inputs`, which makes it a contract). `pad_inputs(inputs, key)` is the
+    engine's replay preparation: given `make_inputs(seed, key=b)` (a real batch), it returns what
+    the graph captured for `key` replays with (the structure and shapes of `make_inputs(seed,
+    key=key)`), padded as the engine pads, typically views of its persistent buffers, which keep
+    what earlier calls wrote. With it, the state the padded replay leaves is compared too; declare a
+    `state()` without the reserved slot padded rows write to (`kv[1:]` when padding writes slot 0).
+    Without it, the harness writes the b real rows over the head of the graph's inputs and leaves
+    the rest as the previous replay (a full batch of K rows) left them; only outputs are compared.
+    `key` is set by `expand()`: the capture key a per-key unit stands for.
     """
 
     name: str
@@ -40,6 +54,8 @@ class Unit:
     reaches: tuple[Callable[..., Any], ...] = ()
     keys: tuple[Any, ...] = ()
     loop: Callable[[Callable[..., Any], int], Any] | None = None
+    pad_inputs: Callable[[tuple, Any], Any] | None = None
+    key: Any = None
     origin: str | None = field(default=None, compare=False)  # target spec that built it, if any
 
     def __post_init__(self) -> None:
@@ -61,6 +77,8 @@ class Unit:
         if self.loop is not None and not callable(self.loop):
             raise TypeError(f"unit {self.name!r}: loop must be callable or None")
         self.keys = tuple(self.keys)
+        if self.pad_inputs is not None:
+            _check_pad_inputs(self)
         labels = [str(key) for key in self.keys]
         if len(set(labels)) != len(labels) or any(not label or set(label) & set("[]") for label in labels):
             raise ValueError(f"unit {self.name!r}: keys must print distinct, non-empty and without brackets")
@@ -69,12 +87,28 @@ class Unit:
         """One unit per capture key (`name[key]`), or this unit alone when it declares none."""
         return [
             replace(self, name=f"{self.name}[{key}]", make_inputs=functools.partial(self.make_inputs, key=key),
-                    keys=())
+                    keys=(), key=key)
             for key in self.keys
         ] or [self]
 
     def device_label(self) -> str | None:
         return None if self.device is None else str(self.device)
+
+
+def padded_key(key: Any) -> bool:
+    """A capture key a graph can be replayed padded for: an integer batch size of at least 2."""
+    return type(key) is int and key >= 2
+
+
+def _check_pad_inputs(unit: Unit) -> None:
+    if not callable(unit.pad_inputs):
+        raise TypeError(f"unit {unit.name!r}: pad_inputs must be callable or None")
+    keys = unit.keys or ((unit.key,) if unit.key is not None else ())
+    if not keys:
+        raise ValueError(f"unit {unit.name!r}: pad_inputs needs capture keys (the batch sizes graphs are captured for)")
+    if not all(type(key) is int and key >= 1 for key in keys):
+        raise ValueError(f"unit {unit.name!r}: pad_inputs needs integer keys >= 1 (captured batch sizes), "
+                         f"got {keys!r}")
 
 
 def callable_location(fn: Callable[..., Any]) -> tuple[str, int]:

@@ -1,1 +1,2 @@
-"""GD301-GD303, GD306 and GD308: replay against eager, the state a step carries, outputs the next replay overwrites."""
+"""GD301-GD303, GD306, GD308 and GD309: replay against eager, the state a step carries, outputs the next
+replay overwrites, a graph replayed for a padded batch."""

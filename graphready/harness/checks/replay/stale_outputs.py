@@ -21,10 +21,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from graphready.harness.blame import call_user, raised_by_user
-from graphready.harness.checks.pointers import pointer_audit
+from graphready.harness.checks.pointers import pointer_audit, rebind_between
 from graphready.harness.compare import as_outputs, clone_all, first_difference
-from graphready.harness.frames import Location, current_user_frame, exception_user_frame
+from graphready.harness.frames import Location, current_user_frame, exception_user_frame, relative_path
 from graphready.harness.tracer import storage_key, tensors_in
+from graphready.harness.unit import callable_location
 
 LOOP_STEPS = 3  # consecutive steps the unit's loop is asked for: enough for "keep k, read after k+1"
 _TAG = "_graphready_replay"
@@ -112,13 +113,16 @@ class StaleReadTracer(TorchDispatchMode):
 
 
 def graphed_step(replay: Callable[[], None], static_inputs: list[torch.Tensor], outputs: list[torch.Tensor],
-                 rewritten: list[bool], tracer: StaleReadTracer) -> Callable[..., Any]:
-    """`step(*inputs)` the way an engine runs a captured graph: copy in, `replay()`, hand out the static outputs."""
+                 rewritten: list[bool], tracer: StaleReadTracer,
+                 before_replay: Callable[[], None] = lambda: None) -> Callable[..., Any]:
+    """`step(*inputs)` the way an engine runs a captured graph: copy in, `replay()`, hand out the static outputs.
+    `before_replay` looks at the unit just before each replay (GD305: what the loop re-bound)."""
 
     def step(*inputs):
         tensors = [leaf for leaf in tree_leaves(inputs) if isinstance(leaf, torch.Tensor)]
         tracer.check_reads(tensors, "step input")
         with tracer.paused():
+            before_replay()
             for dst, src in zip(static_inputs, tensors):
                 dst.copy_(src)
             replay()
@@ -164,18 +168,29 @@ def in_graph_pool(outputs: tuple, graph) -> list[bool]:
 
 
 def check_loop(run, graph, static_inputs: tuple, static_outputs: tuple, state0: tuple, stream) -> None:
-    """Run the unit's loop eager and graphed from the same state; GD308 at each stale read."""
+    """Run the unit's loop eager and graphed from the same state; GD308 at each stale read, GD305 for each
+    attribute the graph reads that the loop re-binds between steps."""
     unit, atol, rtol = run.unit, run.unit.atol, run.unit.rtol
+    watch, rebound = run.read_paths, []
+    before = watch.look() if watch is not None else {}
+
+    def look() -> None:
+        if watch is not None:
+            rebound.extend(path for path in watch.moved(before) if path not in rebound)
+
+    def graphed(tracer: StaleReadTracer, before_replay: Callable[[], None]) -> Callable[..., Any]:
+        return graphed_step(replay_on(graph, stream), tensors_in(static_inputs), list(static_outputs),
+                            in_graph_pool(static_outputs, graph), tracer, before_replay)
+
     try:
         run.restore(state0)
         eager = clone_all(as_outputs(call_user(unit.loop, unit.fn, LOOP_STEPS)))
+        look()
         run.restore(state0)
         tracer = StaleReadTracer(run.options.root)
-        step = graphed_step(replay_on(graph, stream), tensors_in(static_inputs), list(static_outputs),
-                            in_graph_pool(static_outputs, graph), tracer)
+        step = graphed(tracer, look)
         with tracer:
-            result = call_user(unit.loop, step, LOOP_STEPS)
-        graphed = clone_all(as_outputs(result))
+            result = clone_all(as_outputs(call_user(unit.loop, step, LOOP_STEPS)))
         torch.cuda.synchronize(stream.device)
     except Exception as exc:
         if not raised_by_user(exc):  # the check's own failure: GD001, by the session's guard
@@ -185,8 +200,23 @@ def check_loop(run, graph, static_inputs: tuple, static_outputs: tuple, state0: 
         return
     finally:
         run.restore(state0)
-    difference = first_difference(eager, graphed, atol, rtol)
+    difference = first_difference(eager, result, atol, rtol)
     for read in tracer.reads:
         run.add("GD308", stale_message(read, difference), read.location)
-    if difference and not tracer.reads:
+    if rebound:
+        def again() -> None:  # the loop once more, graphed, for the line tracer to see who re-binds
+            run.restore(state0)
+            try:
+                call_user(unit.loop, graphed(StaleReadTracer(run.options.root), lambda: None), LOOP_STEPS)
+            finally:
+                run.restore(state0)
+
+        detail = f"; the loop's result differs from eager: {difference}" if difference else ""
+        rebind_between.report(run, rebound, rebind_between.LOOP, again, _location_of(unit.loop, run), detail)
+    elif difference and not tracer.reads:
         run.add("GD301", f"the unit's loop gives a different result graphed than eager: {difference}", None)
+
+
+def _location_of(fn: Callable[..., Any], run) -> Location:
+    path, line = callable_location(fn)
+    return Location(relative_path(path, run.options.root), line)
