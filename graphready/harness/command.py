@@ -27,7 +27,7 @@ SHARD = re.compile(r"(\d+)/(\d+)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", help="pkg.module:factory, path/to/file.py:factory, or a built-in target (dsv4)")
+    parser.add_argument("target", help="pkg.module:factory, path/to/file.py:factory, or a built-in target (dsv4, hf)")
     parser.add_argument("--unit", action="append", default=[], metavar="NAME", help="check only this unit (repeatable)")
     parser.add_argument("--changed-since", metavar="REF",
                         help="check only the units whose code (and what it calls) `git diff REF` touched")
@@ -55,6 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mtp", action="store_true",
                         help="dsv4 target: the speculative model (MTP layer, two rows per step), with the MTP "
                              "layer and the accept/advance step as units")
+    parser.add_argument("--model-type", action="append", default=[], metavar="TYPE",
+                        help="hf target: a transformers causal-LM model type, with a small random config (repeatable)")
+    parser.add_argument("--model", metavar="PATH", help="hf target: a checkpoint directory (save_pretrained)")
+    parser.add_argument("--all-architectures", action="store_true",
+                        help="hf target: every causal-LM model type of the installed transformers")
+    parser.add_argument("--batch-sizes", metavar="B,B", help="hf target: batch sizes, one graph each (default 1,4)")
     parser.add_argument(
         "--lint",
         action=argparse.BooleanOptionalAction,
@@ -106,7 +112,39 @@ def _validate(args) -> tuple[Severity, str]:
             kwargs["mtp"] = True
     elif args.preset or args.checkpoint or args.mtp:
         raise UsageError("--preset, --checkpoint and --mtp apply only to the built-in dsv4 target")
+    if _is_hf(args.target):
+        kwargs.update(_hf_kwargs(args))
+    elif args.model_type or args.model or args.all_architectures or args.batch_sizes:
+        raise UsageError("--model-type, --model, --all-architectures and --batch-sizes apply only to the built-in "
+                         "hf target")
     return fail_on, json.dumps(kwargs)
+
+
+def _is_hf(target: str) -> bool:
+    return target == "hf" or BUILTIN_TARGETS.get("hf") == target
+
+
+def _hf_kwargs(args) -> dict:
+    """The hf factory's arguments: which architectures (exactly one way of naming them), which batch sizes."""
+    if sum(bool(x) for x in (args.model_type, args.model, args.all_architectures)) != 1:
+        raise UsageError("hf: give one of --model-type TYPE, --model PATH or --all-architectures")
+    kwargs: dict = {}
+    if args.model:
+        if not Path(args.model).is_dir():
+            raise UsageError(f"--model {args.model}: no such directory")
+        kwargs["model"] = str(Path(args.model).resolve())
+    elif args.model_type:
+        kwargs["model_type"] = list(args.model_type)
+    else:
+        kwargs["all_architectures"] = True
+    if args.batch_sizes:
+        try:
+            kwargs["batch_sizes"] = [int(b) for b in args.batch_sizes.split(",")]
+        except ValueError:
+            raise UsageError(f"--batch-sizes must be comma-separated integers, got {args.batch_sizes!r}") from None
+        if min(kwargs["batch_sizes"]) < 1:
+            raise UsageError("--batch-sizes must be positive")
+    return kwargs
 
 
 def _select(units: list[UnitInfo], names: list[str]) -> list[UnitInfo]:
@@ -154,15 +192,18 @@ def cross_check_with_lint(findings: list, root: Path, enabled: bool | None) -> N
 
 
 def build_report(results: list[UnitResult], fail_on: Severity, fmt: str, root: Path, color: bool = False,
-                 settings: dict | None = None, run: dict | None = None) -> str:
+                 settings: dict | None = None, run: dict | None = None, architectures: list | None = None) -> str:
     """The report in `fmt`; `settings` (what `check` was asked to do) go into the summary as `config`,
-    `run` (target, unit selection, workers) into the document's run record."""
+    `run` (target, unit selection, workers) into the document's run record, `architectures` (the hf
+    target's rows) into the summary and, in text, a table at the end."""
     from graphready.output import render
 
     findings = [f for r in results for f in r.findings]
     summary = summarize(findings, fail_on)
     if settings is not None:
         summary["config"] = settings
+    if architectures:
+        summary["architectures"] = [row.to_json() for row in architectures]
     units = [r.unit_row(fail_on) for r in results]
     summarize_keys(units, summary)
     broken = [r.name for r in results if r.internal_errors()]
@@ -172,7 +213,12 @@ def build_report(results: list[UnitResult], fail_on: Severity, fmt: str, root: P
             f"graphready's own checks failed on {len(broken)} unit(s) ({', '.join(broken)}; GD001): a bug in "
             f"graphready, not a verdict; the other verdicts stand. The run exits {EXIT_INTERNAL}: please report it "
             "to the graphready maintainers with the output of the same command with --verbose (the tracebacks)")
-    return render(fmt, findings, summary, tool="check", units=units, root=root, color=color, run=run)
+    report = render(fmt, findings, summary, tool="check", units=units, root=root, color=color, run=run)
+    if architectures and fmt == "text":
+        from graphready.harness.targets.hf_table import render_text
+
+        report += "\n" + render_text(architectures)
+    return report
 
 
 def _choose(args, listed: list[UnitInfo], root: Path) -> tuple[list[UnitInfo], dict]:
@@ -203,7 +249,7 @@ def check_settings(args: argparse.Namespace, fail_on: Severity, factory_kwargs: 
         settings["cold-capture"] = True
     if args.unit:
         settings["unit"] = list(args.unit)
-    settings.update(json.loads(factory_kwargs))  # dsv4: preset, checkpoint, mtp
+    settings.update(json.loads(factory_kwargs))  # dsv4: preset, checkpoint, mtp; hf: model_type, model, ...
     return settings
 
 
@@ -237,8 +283,14 @@ def run(args: argparse.Namespace) -> int:
         run_info["workers"] = []
     run_info["wall_s"] = round(time.monotonic() - started, 3)
     cross_check_with_lint([f for r in results for f in r.findings], root, args.lint)
+    architectures = None
+    if _is_hf(args.target):
+        from graphready.harness.targets.hf_table import architecture_rows
+
+        architectures = architecture_rows(results, fail_on)
     report = build_report(results, fail_on, args.format, root, color=not args.output and sys.stdout.isatty(),
-                          settings=check_settings(args, fail_on, factory_kwargs), run=run_info)
+                          settings=check_settings(args, fail_on, factory_kwargs), run=run_info,
+                          architectures=architectures)
     if args.output:
         Path(args.output).write_text(report, encoding="utf-8")
     else:

@@ -3,7 +3,9 @@
 "User code" is everything except torch, the standard library, the harness itself, the GPU
 kernel DSL runtimes and the extension libraries (CuPy) that sit between a user's call and the CUDA
 driver. Cython-compiled code (`.pyx` frames in a traceback) is never user code: its filenames are
-relative to the extension's source tree and name no file the user can edit.
+relative to the extension's source tree and name no file the user can edit. A finding may also
+point into another installed package (site-packages, which often sits inside the standard
+library's tree): HF transformers' modeling code is where the hazards of its models are.
 """
 
 from __future__ import annotations
@@ -75,26 +77,48 @@ def _is_user_file(filename: str, library_dirs: tuple[str, ...]) -> bool:
     return not _under(filename, library_dirs)
 
 
+@functools.lru_cache(maxsize=1)
+def _site_dirs() -> tuple[str, ...]:
+    """Where installed packages live: site-packages, which often sits inside the standard library's tree."""
+    import site
+
+    dirs = {sysconfig.get_paths().get(key) for key in ("purelib", "platlib")}
+    dirs.update(site.getsitepackages() if hasattr(site, "getsitepackages") else ())
+    return tuple(sorted(os.path.realpath(d) for d in dirs if d))
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_located_file(filename: str, library_dirs: tuple[str, ...], site_dirs: tuple[str, ...]) -> bool:
+    """Where a finding may point: user code, or an installed package other than the listed libraries (HF
+    transformers' modeling code in site-packages: the line that does it, not the standard library)."""
+    if _is_user_file(filename, library_dirs):
+        return True
+    if not filename or filename.startswith("<") or filename.endswith(_COMPILED_SUFFIXES):
+        return False
+    installed_libraries = tuple(d for d in library_dirs if _under(d, site_dirs))  # torch, triton, numpy...
+    return _under(filename, site_dirs) and not _under(filename, (*installed_libraries, _HARNESS_DIR))
+
+
 def is_user_file(filename: str) -> bool:
     return _is_user_file(filename, _library_dirs())
 
 
 def user_frame(frames: list[traceback.FrameSummary], root: Path | None = None) -> Location | None:
     """The innermost user frame of `frames` (ordered outermost first, as traceback returns them)."""
-    library_dirs = _library_dirs()
+    library_dirs, site_dirs = _library_dirs(), _site_dirs()
     for frame in reversed(frames):
-        if _is_user_file(frame.filename, library_dirs):
+        if _is_located_file(frame.filename, library_dirs, site_dirs):
             return Location(relative_path(frame.filename, root), frame.lineno or 0)
     return None
 
 
 def current_user_frame(root: Path | None = None) -> Location | None:
     """The innermost user frame of the running stack; cheap enough to call once per traced op."""
-    library_dirs = _library_dirs()
+    library_dirs, site_dirs = _library_dirs(), _site_dirs()
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if _is_user_file(filename, library_dirs):
+        if _is_located_file(filename, library_dirs, site_dirs):
             return Location(relative_path(filename, root), frame.f_lineno)
         frame = frame.f_back
     return None

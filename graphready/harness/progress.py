@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 import time
 
+from rich.markup import escape  # unit names carry capture keys in brackets (`step[b1]`), not markup
+
 from graphready.harness.isolation import UnitInfo, WorkerOptions
 from graphready.harness.pool import Listener, WorkerRecord
 from graphready.harness.result import UnitResult
@@ -66,7 +68,7 @@ class ProgressListener(Listener):
     def unit_started(self, unit: UnitInfo, record: WorkerRecord) -> None:
         with self.lock:
             where = unit.device or (f"cuda:{record.gpu}" if record.gpu is not None else "")
-            self.running[record.id] = f"{unit.name}" + (f" on {where}" if where else "")
+            self.running[record.id] = escape(unit.name) + (f" on {where}" if where else "")
             self._show()
 
     def unit_done(self, result: UnitResult) -> None:
@@ -78,7 +80,7 @@ class ProgressListener(Listener):
             elapsed = now - self.started
             eta = (now - (self.checking_since or self.started)) / self.done * (self.total - self.done)
             status = STATUS_STYLE.get(result.status(), result.status())
-            self._print(f"[{self.done}/{self.total}] {status} {result.name}{_timing(result)}"
+            self._print(f"[{self.done}/{self.total}] {status} {escape(result.name)}{_timing(result)}"
                         + (f", ETA {_duration(eta)}" if self.done < self.total else f", {_duration(elapsed)} in all"))
 
     def worker_ended(self, record: WorkerRecord) -> None:

@@ -1,6 +1,6 @@
 """Resolve a target spec (`pkg.mod:factory` or `path/to/file.py:factory`) into its units.
 
-Built-in targets (`dsv4`) are factories under `graphready.harness.targets`. A factory that takes a
+Built-in targets (`dsv4`, `hf`) are factories under `graphready.harness.targets`. A factory that takes a
 `gpus` argument places one model over that many GPUs (`check --gpus N` hands it N, and one worker
 sees them all); any other factory's units each fit one GPU, and `--gpus N` runs N workers side by side.
 """
@@ -17,7 +17,7 @@ from typing import Any, Callable
 from graphready.errors import UsageError
 from graphready.harness.unit import Unit
 
-BUILTIN_TARGETS = {"dsv4": "graphready.harness.targets.dsv4:factory"}
+BUILTIN_TARGETS = {"dsv4": "graphready.harness.targets.dsv4:factory", "hf": "graphready.harness.targets.hf:factory"}
 
 
 class TargetError(UsageError):

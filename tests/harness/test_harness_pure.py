@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 import traceback
+from pathlib import Path
 
 import torch
 
@@ -73,6 +74,24 @@ def test_user_frame_skips_torch_and_stdlib_frames(tmp_path):
     ]
     location = user_frame(frames, tmp_path)
     assert (location.path, location.line) == ("model.py", 7)
+
+
+def test_an_installed_package_other_than_torch_is_where_a_finding_points(tmp_path):
+    """HF transformers in site-packages (inside the standard library's tree on most Pythons) is where its
+    models' hazards are; torch and the standard library stay skipped."""
+    import json
+    import sysconfig
+
+    installed = next(Path(p) for p in map(sysconfig.get_paths().get, ("purelib", "platlib")) if p)
+    modeling = installed / "transformers" / "models" / "llama" / "modeling_llama.py"
+    frames = [
+        traceback.FrameSummary(str(tmp_path / "model.py"), 7, "step"),
+        traceback.FrameSummary(str(modeling), 321, "forward"),
+        traceback.FrameSummary(torch.__file__, 100, "wrapper"),
+        traceback.FrameSummary(json.__file__, 5, "dumps"),
+    ]
+    assert user_frame(frames, tmp_path).line == 321
+    assert user_frame([frames[0], *frames[2:]], tmp_path).line == 7
 
 
 def test_relative_path_outside_the_root_stays_absolute(tmp_path):

@@ -1,0 +1,140 @@
+"""An independent hand check of `graphready check hf`: twin models, one eager, one replaying a captured graph.
+
+For each architecture, two models are built the same way (the hf target's small config, seed 0, so
+the same weights) with a StaticCache each, prefilled with the same prompt; both run one warm-up step
+eagerly. Twin B then captures one decode step on static input buffers; twin A does not. Then STEPS
+steps: A decodes eagerly, B copies the same inputs (A's greedy tokens, the next position) into its
+buffers and replays. Restoring tensors is not what happens here: B's Python-level counters stay as
+the capture left them, as in any program that replays a graph, while A's advance. Verdicts:
+`capture fails` (the capture raised), `device error` (a replay or a sync raised), `wrong from step
+K` (logits differ by more than the hf target's tolerance), `ready` (every step within it), or
+`not built` (the target's own reason). Each architecture runs in a process of its own, since a
+failed capture poisons the CUDA context. Needs a GPU and transformers.
+
+    python benchmarks/hf_twins.py --all-architectures --jobs 8 --json twins.json
+    python benchmarks/hf_twins.py --model-type llama --model-type mistral
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import multiprocessing
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+STEPS = 32
+
+
+def _where(exc: BaseException) -> str:
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if "/transformers/" in frame.filename:
+            return f"transformers/{frame.filename.rsplit('/transformers/', 1)[1]}:{frame.lineno}"
+    return ""
+
+
+def _said(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:160]}" if lines else type(exc).__name__
+
+
+def twins(model_type: str, steps: int = STEPS) -> dict:
+    """The twins' verdict for one architecture (run in a fresh process)."""
+    import torch
+
+    from graphready.harness.targets.hf import FLOAT32_TOLERANCE, PROMPT, Architecture, NotBuilt
+    from graphready.harness.targets.hf_configs import causal_lm_types
+
+    row = {"architecture": model_type}
+    started = time.perf_counter()
+    class_name = causal_lm_types()[model_type]
+    eager, graphed = (Architecture(model_type, class_name, (1,)) for _ in range(2))
+    try:
+        eager.build()
+        graphed.build()
+    except NotBuilt as exc:
+        return {**row, "verdict": "not built", "cause": str(exc)}
+    device = next(eager.model.parameters()).device
+    token = torch.tensor([[7]], device=device)
+    position = torch.tensor([[PROMPT]], device=device)
+    static_token, static_position = token.clone(), position.clone()
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            eager.step(token, position)
+            graphed.step(static_token, static_position)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+    except Exception as exc:
+        return {**row, "verdict": "eager fails", "cause": _said(exc), "where": _where(exc)}
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            static_logits = graphed.step(static_token, static_position)
+    except Exception as exc:
+        return {**row, "verdict": "capture fails", "cause": _said(exc), "where": _where(exc)}
+    worst = 0.0
+    try:
+        for step in range(steps):
+            token_now = token.clone()
+            position_now = torch.tensor([[PROMPT + 1 + step]], device=device)
+            expected = eager.step(token_now, position_now)
+            static_token.copy_(token_now)
+            static_position.copy_(position_now)
+            graph.replay()
+            difference = (static_logits.float() - expected.float()).abs().max().item()
+            worst = max(worst, difference)
+            if difference > FLOAT32_TOLERANCE * (1 + expected.abs().max().item()):
+                return {**row, "verdict": f"wrong from step {step + 1}", "cause": f"max |diff| {difference:.3g}",
+                        "seconds": round(time.perf_counter() - started, 2)}
+            token = expected[:, -1].argmax(-1, keepdim=True)
+    except Exception as exc:
+        return {**row, "verdict": "device error", "cause": _said(exc), "where": _where(exc)}
+    return {**row, "verdict": "ready", "cause": f"max |diff| {worst:.3g} over {steps} steps",
+            "seconds": round(time.perf_counter() - started, 2)}
+
+
+def _one(model_type: str, steps: int) -> dict:
+    try:
+        return twins(model_type, steps)
+    except Exception as exc:  # anything else the twins raise is this architecture's row, not the run's end
+        return {"architecture": model_type, "verdict": "error", "cause": _said(exc), "where": _where(exc)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-type", action="append", default=[])
+    parser.add_argument("--all-architectures", action="store_true")
+    parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args(argv)
+    from graphready.harness.targets.hf_configs import causal_lm_types
+
+    types = list(causal_lm_types()) if args.all_architectures else args.model_type
+    context = multiprocessing.get_context("spawn")
+    rows = []
+    with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=context, max_tasks_per_child=1) as pool:
+        futures = {pool.submit(_one, t, args.steps): t for t in types}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                row = future.result()
+            except Exception as exc:  # the process died (a crash in a kernel, say)
+                row = {"architecture": futures[future], "verdict": "process died", "cause": _said(exc)}
+            rows.append(row)
+            print(f"{row['architecture']:28} {row['verdict']:18} {row.get('cause', '')} {row.get('where', '')}",
+                  flush=True)
+    rows.sort(key=lambda r: types.index(r["architecture"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

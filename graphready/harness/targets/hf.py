@@ -1,0 +1,252 @@
+"""Built-in target `hf`: the decode step of HF transformers causal LMs on a StaticCache.
+
+    graphready check hf --model-type llama [--model-type mixtral ...] [--batch-sizes 1,4]
+    graphready check hf --all-architectures
+    graphready check hf --model PATH        (a checkpoint directory written by save_pretrained)
+
+One unit per architecture, `<model_type>.step`, checked once per batch size (capture keys `b1`,
+`b4`: one graph per batch size, as HF decodes, never replayed padded): one decoding step, `model(input_ids, position_ids=..., past_key_values=cache,
+use_cache=True).logits`. transformers 5 keeps the cache position in the StaticCache itself (a
+counter every step advances in place, and a Python int in sliding-window layers), so the inputs are
+the new tokens and their positions, and the state is left to discovery. The model (a small config
+from `hf_configs` with random weights drawn on the GPU, or the checkpoint's own) and one
+StaticCache per batch size, prefilled with PROMPT tokens, are built at the unit's first
+`make_inputs`, not in a setup: an architecture that cannot be built, keeps no state in the
+StaticCache, or breaks the CUDA context while building costs its own unit (GD201 with the reason,
+and a fresh worker), never the other architectures of its lane.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import json
+import traceback
+from pathlib import Path
+from typing import Any
+
+from graphready.errors import UsageError
+from graphready.harness.unit import Unit
+
+MAX_LEN = 64
+PROMPT = 4  # tokens prefilled at build time, so the cache's lazy allocation happens outside the checks
+BATCH_SIZES = (1, 4)
+STEP = "step"
+KEY_PREFIX = "b"  # capture keys `b1`, `b4`: one graph per batch size, never replayed padded (as HF decodes)
+# float32 (random weights): replay and eager run the same kernels; a bf16/fp16 checkpoint gets more room.
+FLOAT32_TOLERANCE = 1e-4
+LOW_PRECISION_TOLERANCE = 1e-2
+
+
+class NotBuilt(Exception):
+    """The architecture could not be built and prefilled with a StaticCache; the message says why."""
+
+
+def _library_line(exc: BaseException) -> str:
+    """Where in transformers (or torch) `exc` was raised, as `transformers/...py:line`."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        if "/transformers/" in frame.filename:
+            return f"transformers/{frame.filename.rsplit('/transformers/', 1)[1]}:{frame.lineno}"
+    return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
+
+
+def model_config(model_class, config):
+    """The config the causal-LM class takes: a composite config's text part when the class wants that."""
+    wanted = getattr(model_class, "config_class", None)
+    if wanted is None or isinstance(config, wanted):
+        return config
+    for name in getattr(config, "sub_configs", {}) or {}:
+        sub = getattr(config, name, None)
+        if isinstance(sub, wanted):
+            return sub
+    return config
+
+
+def _checkpoint_config(path: str) -> dict:
+    config_file = Path(path) / "config.json"
+    try:
+        data = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"hf --model {path}: cannot read {config_file} ({exc})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"hf --model {path}: {config_file} is not a JSON object")
+    return data
+
+
+def checkpoint_dtype(path: str) -> str | None:
+    """The weights' dtype a checkpoint's config.json records (`dtype`, or the older `torch_dtype`)."""
+    data = _checkpoint_config(path)
+    return data.get("dtype") or data.get("torch_dtype")
+
+
+def checkpoint_model_type(path: str) -> str:
+    """The `model_type` in a checkpoint directory's config.json (a usage error when there is none)."""
+    config_file = Path(path) / "config.json"
+    model_type = _checkpoint_config(path).get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise UsageError(f"hf --model {path}: {config_file} names no model_type")
+    return model_type
+
+
+class Architecture:
+    """One model type's model and StaticCaches (one per batch size), built on first use in the worker."""
+
+    def __init__(self, model_type: str, class_name: str, batch_sizes: tuple[int, ...], checkpoint: str | None = None):
+        self.model_type = model_type
+        self.class_name = class_name
+        self.batch_sizes = batch_sizes
+        self.checkpoint = checkpoint
+        self.model = None
+        self.caches: dict[int, Any] = {}
+        self.vocab = 0
+        self.takes_positions = False
+        self.failure: str | None = None
+
+    # -- building ----------------------------------------------------------------------------------
+    def _stage(self, what: str, build):
+        """`build()`, or NotBuilt naming the stage, the exception and the transformers line that raised it."""
+        try:
+            return build()
+        except Exception as exc:
+            lines = str(exc).strip().splitlines()
+            detail = f"{type(exc).__name__}: {lines[0][:200]}" if lines else type(exc).__name__
+            raise NotBuilt(f"{what} raised {detail} ({_library_line(exc)})") from None
+
+    def _model(self, device):
+        import torch
+        import transformers
+
+        model_class = getattr(transformers, self.class_name, None)
+        if model_class is None:
+            raise NotBuilt(f"transformers has no class {self.class_name}")
+        if self.checkpoint is not None:
+            return self._stage("from_pretrained", lambda: model_class.from_pretrained(
+                self.checkpoint, dtype="auto").to(device))
+        from graphready.harness.targets.hf_configs import ShrinkError, small_config
+
+        try:
+            config = model_config(model_class, small_config(self.model_type))
+        except ShrinkError as exc:
+            raise NotBuilt(f"no small config: {exc}") from None
+        torch.manual_seed(0)
+
+        def draw():
+            with torch.device(device):
+                return model_class(config)
+
+        return self._stage("building the model", draw)
+
+    def _prefill(self, model, batch: int, device):
+        import torch
+        from transformers import StaticCache
+
+        cache = self._stage("StaticCache(config)", lambda: StaticCache(config=model.config, max_cache_len=MAX_LEN))
+        prompt = torch.arange(1, PROMPT + 1, device=device).repeat(batch, 1)
+
+        def run():
+            with torch.no_grad():
+                model(prompt, past_key_values=cache, use_cache=True)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)  # an asynchronous failure of the prefill is the build's
+
+        self._stage("the prefill with a StaticCache", run)
+        if not any(getattr(layer, "is_initialized", False) for layer in cache.layers):
+            raise NotBuilt("the prefill kept nothing in the StaticCache: the model keeps its state elsewhere "
+                           "(its own cache class), so a StaticCache decode step does not apply")
+        return cache
+
+    def build(self, device=None) -> None:
+        """Build once; a failure is remembered and raised again (as NotBuilt) on every later use."""
+        import torch
+
+        if self.model is not None:
+            return
+        if self.failure is not None:
+            raise NotBuilt(self.failure)
+        device = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+        try:
+            model = self._model(device)
+            model.eval()
+            if not type(model)._supports_default_dynamic_cache():
+                raise NotBuilt(f"{type(model).__name__} keeps its own cache and takes no Cache object: "
+                               "a StaticCache decode step does not apply")
+            caches = {batch: self._prefill(model, batch, device) for batch in self.batch_sizes}
+        except NotBuilt as exc:
+            self.failure = f"{self.model_type}: {exc}"
+            raise NotBuilt(self.failure) from None
+        config = model.config.get_text_config(decoder=True)
+        self.vocab = int(getattr(config, "vocab_size", 0) or getattr(model.config, "vocab_size", 0))
+        self.takes_positions = "position_ids" in inspect.signature(model.forward).parameters
+        self.model, self.caches = model, caches
+
+    # -- the unit ----------------------------------------------------------------------------------
+    def inputs(self, seed: int, key: str = f"{KEY_PREFIX}1") -> tuple:
+        """New tokens (never the special ids a small config moved to the vocabulary's top) at position PROMPT,
+        one row per sequence of the key's batch size."""
+        import torch
+
+        from graphready.harness.targets.hf_configs import SPECIAL_IDS
+
+        batch = batch_size(key)
+        self.build()
+        device = next(self.model.parameters()).device
+        generator = torch.Generator().manual_seed(seed)
+        high = self.vocab if self.checkpoint is not None else self.vocab - SPECIAL_IDS
+        tokens = torch.randint(0, max(high, 1), (batch, 1), generator=generator)
+        return tokens.to(device), torch.full((batch, 1), PROMPT, device=device)
+
+    def step(self, input_ids, position_ids):
+        """One decoding step on the StaticCache of this batch size: the next token's logits."""
+        import torch
+
+        cache = self.caches[input_ids.shape[0]]
+        extra = {"position_ids": position_ids} if self.takes_positions else {}
+        with torch.no_grad():
+            out = self.model(input_ids, past_key_values=cache, use_cache=True, **extra)
+        return out.logits
+
+
+def batch_size(key: str) -> int:
+    return int(str(key).removeprefix(KEY_PREFIX))
+
+
+def _known_types() -> dict[str, str]:
+    from graphready.harness.targets.hf_configs import causal_lm_types
+
+    try:
+        return causal_lm_types()
+    except ImportError as exc:
+        raise UsageError(f"the hf target needs transformers ({exc})") from None
+
+
+def architectures(model_type: list[str] | str | None = None, model: str | None = None,
+                  all_architectures: bool = False) -> list[tuple[str, str]]:
+    """(model_type, causal-LM class name) of each architecture asked for, in order."""
+    if sum(bool(x) for x in (model_type, model, all_architectures)) != 1:
+        raise UsageError("hf: give one of --model-type TYPE, --model PATH or --all-architectures")
+    known = _known_types()
+    if all_architectures:
+        return list(known.items())
+    wanted = [checkpoint_model_type(model)] if model else ([model_type] if isinstance(model_type, str) else model_type)
+    unknown = [t for t in wanted if t not in known]
+    if unknown:
+        hints = {t: difflib.get_close_matches(t, list(known), n=3) for t in unknown}
+        said = "; ".join(f"{t!r}" + (f" (did you mean {', '.join(h)}?)" if h else "") for t, h in hints.items())
+        raise UsageError(f"hf: transformers has no causal LM for model type {said}")
+    return [(t, known[t]) for t in dict.fromkeys(wanted)]
+
+
+def factory(model_type: list[str] | str | None = None, model: str | None = None, all_architectures: bool = False,
+            batch_sizes: list[int] | tuple[int, ...] = BATCH_SIZES) -> list[Unit]:
+    """One `<model_type>.step` unit per architecture, keyed by batch size; nothing is built here."""
+    batch_sizes = tuple(dict.fromkeys(int(b) for b in batch_sizes))
+    if not batch_sizes or min(batch_sizes) < 1:
+        raise UsageError("hf: --batch-sizes must be positive integers")
+    units = []
+    for name, class_name in architectures(model_type, model, all_architectures):
+        arch = Architecture(name, class_name, batch_sizes, checkpoint=str(Path(model).resolve()) if model else None)
+        tolerance = FLOAT32_TOLERANCE if model is None or checkpoint_dtype(model) == "float32" else LOW_PRECISION_TOLERANCE
+        keys = tuple(f"{KEY_PREFIX}{batch}" for batch in batch_sizes)
+        units.append(Unit(f"{name}.{STEP}", arch.step, arch.inputs, keys=keys, atol=tolerance, rtol=tolerance))
+    return units

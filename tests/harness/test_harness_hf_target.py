@@ -1,0 +1,275 @@
+"""The built-in `hf` target on the CPU: small configs for every causal LM of the installed transformers,
+the decode step on a StaticCache, architectures that cannot be built, the closing table, the options.
+
+Needs `transformers` for everything but the table and the options (skipped without it). Building and
+decoding every architecture takes minutes on two cores: that test is marked slow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from graphready.errors import UsageError
+from graphready.findings import Severity
+from graphready.harness.command import _validate, add_arguments, build_report
+from graphready.harness.result import UnitResult, make_finding
+from graphready.harness.targets.hf_table import architecture_rows, render_markdown, render_text
+
+HF_LINE = "/site/transformers/models/mixtral/modeling_mixtral.py"
+# one of each kind the issue names: dense, sliding window, MoE, linear attention, MLA, chunked attention
+DISTINCT = ["llama", "mistral", "mixtral", "qwen3_next", "deepseek_v3", "llama4_text", "gemma3_text"]
+
+
+def _transformers():
+    return pytest.importorskip("transformers")
+
+
+def _all_types() -> list[str]:
+    try:
+        from graphready.harness.targets.hf_configs import causal_lm_types
+
+        return list(causal_lm_types())
+    except ImportError:
+        return []
+
+
+# -- configs ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("model_type", _all_types() or ["llama"])
+def test_every_architecture_gets_a_small_config_or_a_reason(model_type):
+    _transformers()
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from graphready.harness.targets.hf_configs import HIDDEN, VOCAB, plan
+
+    made = plan(model_type)
+    if made.config is None:
+        assert made.reason and model_type not in DISTINCT
+        return
+    config = made.config
+    text = config.get_text_config(decoder=True)
+    for name, limit in (("vocab_size", VOCAB), ("hidden_size", HIDDEN)):
+        value = getattr(text, name, None)
+        assert not isinstance(value, int) or value <= limit, (name, value)
+    layers = getattr(text, "num_hidden_layers", None)
+    default = getattr(CONFIG_MAPPING[model_type]().get_text_config(decoder=True), "num_hidden_layers", None)
+    if isinstance(layers, int):  # a few layers, or fewer than the class makes of them (HRM repeats its stacks)
+        assert layers <= 4 or layers < default, (layers, default)
+
+
+def test_the_small_configs_keep_what_makes_each_architecture():
+    _transformers()
+    from graphready.harness.targets.hf_configs import WINDOW, small_config
+
+    mixtral = small_config("mixtral")
+    assert (mixtral.num_local_experts, mixtral.num_experts_per_tok) == (4, 2)
+    assert small_config("mistral").sliding_window == WINDOW
+    assert small_config("llama4_text").attention_chunk_size == WINDOW
+    assert set(small_config("qwen3_next").layer_types) == {"linear_attention", "full_attention"}
+    assert set(small_config("gemma3_text").layer_types) == {"sliding_attention", "full_attention"}
+    mla = small_config("deepseek_v3")
+    assert (mla.num_hidden_layers, mla.first_k_dense_replace, mla.kv_lora_rank) == (2, 1, 32)  # dense, then MoE
+    assert "attention" in small_config("jamba").layers_block_type  # the hybrid keeps an attention layer
+    assert small_config("recurrent_gemma").layers_block_type == ["recurrent", "attention"]
+
+
+# -- building and decoding -------------------------------------------------------------------------
+def _unit(model_type: str, batch_sizes=(1, 2)):
+    from graphready.harness.targets.hf import factory
+
+    [unit] = factory(model_type=model_type, batch_sizes=list(batch_sizes))
+    return unit
+
+
+def _decode_on_cpu(model_type: str, batch_sizes=(1, 2)):
+    """Build on the CPU, then one step per batch size: the logits and the caches' position counters."""
+    import torch
+
+    unit = _unit(model_type, batch_sizes)
+    arch = unit.fn.__self__
+    arch.build("cpu")
+    outputs = {}
+    for key in unit.keys:
+        tokens, positions = unit.make_inputs(0, key=key)
+        outputs[key] = unit.fn(tokens, positions)
+        assert torch.isfinite(outputs[key]).all()
+    return arch, outputs
+
+
+@pytest.mark.parametrize("model_type", DISTINCT)
+def test_distinct_architectures_decode_one_token_per_row_on_their_static_cache(model_type):
+    _transformers()
+    from graphready.harness.targets.hf import PROMPT
+
+    arch, outputs = _decode_on_cpu(model_type)
+    assert [tuple(out.shape[:2]) for out in outputs.values()] == [(1, 1), (2, 1)]
+    for cache in arch.caches.values():
+        counters = [layer.cumulative_length for layer in cache.layers if hasattr(layer, "cumulative_length")]
+        assert counters and all(int(c) in (PROMPT + 1, 0) for c in counters)  # the step advanced the cache
+
+
+def test_listing_builds_nothing_and_names_one_unit_per_architecture_keyed_by_batch_size():
+    _transformers()
+    from graphready.harness.targets.hf import factory
+
+    units = factory(model_type=["llama", "mixtral"])
+    assert [(u.name, u.keys) for u in units] == [("llama.step", ("b1", "b4")), ("mixtral.step", ("b1", "b4"))]
+    assert all(u.fn.__self__.model is None and u.setup is None for u in units)
+    assert [u.name for u in units[0].expand()] == ["llama.step[b1]", "llama.step[b4]"]
+    assert len(factory(all_architectures=True)) == len(_all_types())
+
+
+@pytest.mark.parametrize(("model_type", "reason"), [
+    ("mamba", "keeps its state elsewhere"),
+    ("minimax", "keeps its own cache"),
+    ("musicgen", "no small config"),
+])
+def test_an_architecture_that_cannot_decode_on_a_static_cache_says_why_every_time(model_type, reason):
+    _transformers()
+    from graphready.harness.targets.hf import NotBuilt
+
+    unit = _unit(model_type)
+    with pytest.raises(NotBuilt, match=reason):
+        unit.fn.__self__.build("cpu")
+    with pytest.raises(NotBuilt, match=reason):  # remembered, not rebuilt: the unit's inputs raise it
+        unit.make_inputs(0, key="b1")
+
+
+def test_unknown_model_types_are_a_usage_error_with_suggestions():
+    _transformers()
+    from graphready.harness.targets.hf import factory
+
+    with pytest.raises(UsageError, match="did you mean llama"):
+        factory(model_type="lama")
+    with pytest.raises(UsageError, match="one of"):
+        factory(model_type="llama", all_architectures=True)
+
+
+def test_a_save_pretrained_checkpoint_is_its_own_architecture(tmp_path):
+    transformers = _transformers()
+    import torch
+
+    from graphready.harness.targets.hf import LOW_PRECISION_TOLERANCE, factory
+    from graphready.harness.targets.hf_configs import small_config
+
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(small_config("llama")).to(torch.bfloat16).save_pretrained(tmp_path)
+    [unit] = factory(model=str(tmp_path), batch_sizes=[1])
+    assert unit.name == "llama.step" and unit.atol == LOW_PRECISION_TOLERANCE
+    arch = unit.fn.__self__
+    arch.build("cpu")
+    assert arch.checkpoint == str(tmp_path.resolve()) and next(arch.model.parameters()).dtype == torch.bfloat16
+    assert unit.fn(*unit.make_inputs(0, key="b1")).shape[:2] == (1, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", _all_types() or ["llama"])
+def test_every_architecture_builds_and_decodes_or_is_not_built(model_type):
+    """Never another exception: what cannot be built is a row saying why (the step itself may still raise
+    on the GPU for a model that needs more than tokens, such as GIT's images: that is a verdict)."""
+    _transformers()
+    from graphready.harness.targets.hf import NotBuilt
+
+    unit = _unit(model_type, batch_sizes=(1,))
+    try:
+        unit.fn.__self__.build("cpu")
+    except NotBuilt as exc:
+        assert str(exc).startswith(f"{model_type}: ")
+
+
+# -- the table -------------------------------------------------------------------------------------
+def _result(name: str, *findings, error=None, capture="ok") -> UnitResult:
+    return UnitResult(name=name, findings=list(findings), error=error, capture=capture)
+
+
+def _table_results() -> list[UnitResult]:
+    captured = make_finding("GD201", "capture failed: operation not permitted when stream is capturing",
+                            unit="mixtral.step[b1]", path=HF_LINE, line=88)
+    frozen = make_finding("GD301", "add got the Python value 6 now; the graph froze 5 at capture",
+                          unit="mistral.step[b4]", path="/x/transformers/cache_utils.py", line=560)
+    not_built = ("the unit's make_inputs/state raised NotBuilt: mamba: the prefill kept nothing in the "
+                 "StaticCache: the model keeps its state elsewhere")
+    prefill = ("the unit's make_inputs/state raised NotBuilt: bloom: the prefill with a StaticCache raised "
+               "RuntimeError: The expanded size (transformers/models/bloom/modeling_bloom.py:270)")
+    raised = "the unit's eager step raised AttributeError: 'NoneType' object has no attribute 'shape'"
+    return [
+        _result("llama.step[b1]"), _result("llama.step[b4]"),
+        _result("mistral.step[b1]"), _result("mistral.step[b4]", frozen),
+        _result("mixtral.step[b1]", captured, error="capture failed", capture="failed"),
+        _result("mamba.step[b1]", make_finding("GD201", not_built, unit="mamba.step[b1]", path="hf.py", line=1),
+                error=not_built, capture=None),
+        _result("bloom.step[b1]", error=prefill, capture=None),
+        _result("git.step[b1]", make_finding("GD201", raised, unit="git.step[b1]",
+                                             path="/site/transformers/models/git/modeling_git.py", line=848),
+                error=raised, capture=None),
+        _result("opt.step[b1]", error="the worker died (signal SIGSEGV) during warm-up", capture=None),
+        _result("other_unit"),
+    ]
+
+
+def test_one_row_per_architecture_with_the_first_cause_at_the_transformers_line():
+    rows = {row.architecture: row for row in architecture_rows(_table_results(), Severity.WARNING)}
+    assert list(rows) == ["llama", "mistral", "mixtral", "mamba", "bloom", "git", "opt"]
+    assert (rows["llama"].verdict, rows["llama"].keys) == ("ready", "b1 b4")
+    assert (rows["mistral"].verdict, rows["mistral"].keys) == ("not ready", "b1 b4!")
+    assert rows["mistral"].cause.startswith("GD301 add got the Python value 6")
+    assert rows["mistral"].where == "transformers/cache_utils.py:560"
+    assert (rows["mixtral"].verdict, rows["mixtral"].where) == (
+        "capture fails", "transformers/models/mixtral/modeling_mixtral.py:88")
+    assert rows["mamba"].verdict == "not built" and rows["mamba"].cause.startswith("the prefill kept nothing")
+    assert (rows["bloom"].verdict, rows["bloom"].where) == ("not built", "transformers/models/bloom/modeling_bloom.py:270")
+    assert rows["bloom"].cause.endswith("The expanded size")
+    assert (rows["git"].verdict, rows["git"].where) == ("step raises", "transformers/models/git/modeling_git.py:848")
+    assert rows["opt"].verdict == "not checked" and "SIGSEGV" in rows["opt"].cause
+
+
+def test_the_table_renders_as_text_with_counts_and_as_markdown():
+    rows = architecture_rows(_table_results(), Severity.WARNING)
+    text = render_text(rows)
+    assert text.splitlines()[0].split() == ["architecture", "verdict", "first", "cause", "where"]
+    assert text.splitlines()[-1] == ("7 architectures: 1 ready, 1 not ready, 1 capture fails, 2 not built, "
+                                     "1 step raises, 1 not checked")
+    assert max(len(line) for line in text.splitlines()) < 200  # long reasons are cut in text
+    markdown = render_markdown(rows)
+    assert markdown.startswith("| architecture | verdict | first cause | where |\n|---|---|---|---|\n")
+    assert "| llama | ready | - | - |" in markdown
+
+
+def test_the_text_report_ends_with_the_table_and_the_json_carries_the_rows(tmp_path):
+    results = _table_results()
+    rows = architecture_rows(results, Severity.WARNING)
+    text = build_report(results, Severity.WARNING, "text", tmp_path, architectures=rows)
+    assert text.rstrip().splitlines()[-1].startswith("7 architectures:")
+    summary = json.loads(build_report(results, Severity.WARNING, "json", tmp_path, architectures=rows))["summary"]
+    assert [row["verdict"] for row in summary["architectures"]] == [
+        "ready", "not ready", "capture fails", "not built", "not built", "step raises", "not checked"]
+
+
+# -- the options -----------------------------------------------------------------------------------
+def _args(*argv: str):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_hf_options_reach_the_factory(tmp_path):
+    assert json.loads(_validate(_args("hf", "--model-type", "llama", "--model-type", "mistral"))[1]) == {
+        "model_type": ["llama", "mistral"]}
+    assert json.loads(_validate(_args("hf", "--all-architectures", "--batch-sizes", "1,8"))[1]) == {
+        "all_architectures": True, "batch_sizes": [1, 8]}
+    assert json.loads(_validate(_args("hf", "--model", str(tmp_path)))[1]) == {"model": str(tmp_path.resolve())}
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["hf"], "one of --model-type"),
+    (["hf", "--model-type", "llama", "--all-architectures"], "one of --model-type"),
+    (["hf", "--model", "/no/such/dir"], "no such directory"),
+    (["hf", "--all-architectures", "--batch-sizes", "1,x"], "comma-separated integers"),
+    (["hf", "--all-architectures", "--batch-sizes", "0"], "positive"),
+    (["dsv4", "--model-type", "llama"], "only to the built-in hf target"),
+])
+def test_hf_usage_errors(argv, message):
+    with pytest.raises(UsageError, match=message):
+        _validate(_args(*argv))

@@ -1,0 +1,77 @@
+"""The built-in `hf` target on a GPU: a dense model is graph-ready, Mistral's sliding-window counter is a
+GD301 at the transformers line, Mixtral's experts fail capture there, and a save_pretrained checkpoint
+is checked through `--model`. Needs a GPU and transformers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from graphready.findings import Severity
+from graphready.harness.targets.hf_table import architecture_rows
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(**factory_kwargs):
+    pytest.importorskip("transformers")
+    from graphready.harness.isolation import WorkerOptions, list_units
+    from graphready.harness.scheduler import run_units
+
+    options = WorkerOptions(steps=4, timeout_s=300, root=str(REPO_ROOT), factory_kwargs=json.dumps(factory_kwargs))
+    run = run_units("hf", list_units("hf", options), options, gpus=1, jobs=3)
+    return {r.name: r for r in run.results}, architecture_rows(run.results, Severity.WARNING)
+
+
+@pytest.fixture(scope="module")
+def three():
+    return _run(model_type=["llama", "mistral", "mixtral"], batch_sizes=[1])
+
+
+def _said(result) -> list[str]:
+    return [f"{f.rule}@{f.path}:{f.line} {f.message}" for f in result.findings]
+
+
+def test_a_dense_model_is_graph_ready(three):
+    results, rows = three
+    result = results["llama.step[b1]"]
+    assert result.status() == "pass" and result.capture == "ok", _said(result)
+    assert rows[0].architecture == "llama" and rows[0].verdict == "ready"
+
+
+def test_the_sliding_window_counter_is_frozen_by_the_graph_at_a_transformers_line(three):
+    results, rows = three
+    result = results["mistral.step[b1]"]
+    assert "GD301" in [f.rule for f in result.findings], _said(result)
+    frozen = next(f for f in result.findings if f.rule == "GD301")
+    assert "/transformers/" in frozen.path and "the graph froze" in frozen.message
+    row = next(r for r in rows if r.architecture == "mistral")
+    assert row.verdict == "not ready" and row.where.startswith("transformers/")
+
+
+def test_the_experts_loop_fails_capture_at_a_transformers_line(three):
+    results, rows = three
+    result = results["mixtral.step[b1]"]
+    assert result.capture == "failed", _said(result)
+    assert any("/transformers/" in f.path for f in result.findings), _said(result)
+    row = next(r for r in rows if r.architecture == "mixtral")
+    assert row.verdict == "capture fails" and row.where.startswith("transformers/")
+
+
+def test_a_save_pretrained_checkpoint_is_checked_with_its_own_config(tmp_path_factory):
+    transformers = pytest.importorskip("transformers")
+
+    from graphready.harness.targets.hf_configs import small_config
+
+    path = tmp_path_factory.mktemp("tiny-llama")
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(small_config("llama")).save_pretrained(path)
+    results, rows = _run(model=str(path), batch_sizes=[1, 2])
+    assert sorted(results) == ["llama.step[b1]", "llama.step[b2]"]
+    assert all(r.status() == "pass" for r in results.values()), {n: _said(r) for n, r in results.items()}
+    assert [(r.architecture, r.verdict) for r in rows] == [("llama", "ready")]
