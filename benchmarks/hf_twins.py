@@ -1,8 +1,8 @@
 """An independent hand check of `graphready check hf`: twin models, one eager, one replaying a captured graph.
 
 For each architecture, two models are built the same way (the hf target's small config, seed 0, so
-the same weights) with a StaticCache each, prefilled with the same prompt; both run one warm-up step
-eagerly. Twin B then captures one decode step on static input buffers; twin A does not. Then STEPS
+the same weights) with a StaticCache each, prefilled with the same prompt (and the same stale values
+past it); both run one warm-up step eagerly. Twin B then captures one decode step on static input buffers; twin A does not. Then STEPS
 steps: A decodes eagerly, B copies the same inputs (A's greedy tokens, the next position) into its
 buffers and replays. Restoring tensors is not what happens here: B's Python-level counters stay as
 the capture left them, as in any program that replays a graph, while A's advance. Verdicts:

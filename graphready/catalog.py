@@ -136,6 +136,8 @@ def load_catalog() -> dict[str, RuleDoc]:
         if doc.code != path.stem:
             raise CatalogError(f"{path.name}: code {doc.code} does not match the file name")
         rules[doc.code] = doc
+    if not rules:  # without it every finding would silently be an error and opt-in rules would run
+        raise CatalogError(f"no rule catalog in {catalog_dir()}: the graphready installation is incomplete")
     return rules
 
 

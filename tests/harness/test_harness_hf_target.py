@@ -110,6 +110,27 @@ def test_distinct_architectures_decode_one_token_per_row_on_their_static_cache(m
         assert counters and all(int(c) in (PROMPT + 1, 0) for c in counters)  # the step advanced the cache
 
 
+def test_the_slots_past_the_prompt_hold_stale_values_that_a_right_mask_never_reads():
+    """As in a cache reused across requests; zeros would hide a mask that reads one slot too far."""
+    _transformers()
+    import torch
+    from transformers.cache_utils import StaticLayer
+
+    from graphready.harness.targets.hf import PROMPT
+
+    arch, _ = _decode_on_cpu("llama", batch_sizes=(1,))
+    layers = [layer for layer in arch.caches[1].layers if isinstance(layer, StaticLayer)]
+    assert layers and all(layer.keys[:, :, PROMPT + 1:].abs().sum() > 0 for layer in layers)
+    twin, _ = _decode_on_cpu("llama", batch_sizes=(1,))
+    assert all(torch.equal(a.keys, b.keys) for a, b in zip(layers, twin.caches[1].layers))  # the same every build
+    tokens, positions = arch.inputs(1)
+    stale = arch.step(tokens, positions)
+    for layer in twin.caches[1].layers:
+        for slots in (layer.keys[:, :, PROMPT + 1:], layer.values[:, :, PROMPT + 1:]):
+            slots.zero_()
+    assert torch.equal(stale, twin.step(tokens, positions))
+
+
 def test_listing_builds_nothing_and_names_one_unit_per_architecture_keyed_by_batch_size():
     _transformers()
     from graphready.harness.targets.hf import factory
@@ -209,6 +230,28 @@ def _table_results() -> list[UnitResult]:
     ]
 
 
+def test_the_first_cause_is_the_capture_error_then_a_transformers_line_and_cells_say_why():
+    capture = make_finding("GD201", "capture failed at aten._grouped_mm: RuntimeError: Cannot copy between CPU and "
+                           "CUDA tensors", unit="mixtral.step[b1]", path=HF_LINE, line=332)
+    sync = make_finding("GD101", "synchronizing CUDA operation during an eager step", unit="mixtral.step[b1]",
+                        path="/site/transformers/masking_utils.py", line=604)
+    here = "graphready/harness/targets/hf.py"  # where a check that cannot place its finding leaves it
+    freed = make_finding("GD307", "the captured graph holds a pointer into a freed buffer", path=here, line=199,
+                         unit="recurrent_gemma.step[b1]")
+    frozen = make_finding("GD301", "replay differs from eager on the same inputs and state: output 0 differs: max "
+                          "abs diff 0.005 over 512/512 elements; add got the Python value 27 now; the graph froze 26 "
+                          "at capture", unit="recurrent_gemma.step[b1]",
+                          path="/site/transformers/masking_utils.py", line=510)
+    rows = architecture_rows([_result("mixtral.step[b1]", sync, capture, error=None, capture="failed"),
+                              _result("recurrent_gemma.step[b1]", freed, frozen)], Severity.WARNING)
+    assert [(r.verdict, r.where) for r in rows] == [
+        ("capture fails", "transformers/models/mixtral/modeling_mixtral.py:332"),
+        ("not ready", "transformers/masking_utils.py:510")]
+    assert rows[1].cause.startswith("GD301 replay differs from eager")  # the JSON keeps the message whole
+    assert "| GD301 replay differs: add got the Python value 27 now; the graph froze 26 at capture |" in (
+        render_markdown(rows))
+
+
 def test_one_row_per_architecture_with_the_first_cause_at_the_transformers_line():
     rows = {row.architecture: row for row in architecture_rows(_table_results(), Severity.WARNING)}
     assert list(rows) == ["llama", "mistral", "mixtral", "mamba", "bloom", "git", "opt"]
@@ -273,3 +316,38 @@ def test_hf_options_reach_the_factory(tmp_path):
 def test_hf_usage_errors(argv, message):
     with pytest.raises(UsageError, match=message):
         _validate(_args(*argv))
+
+
+# -- docs/hf.md --------------------------------------------------------------------------------------
+def _readiness():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "hf_readiness.py"
+    spec = importlib.util.spec_from_file_location("hf_readiness", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_page_is_rebuilt_from_the_json_between_its_markers_and_compared_with_the_twins(tmp_path):
+    readiness = _readiness()
+    results = _table_results()
+    doc = json.loads(build_report(results, Severity.WARNING, "json", tmp_path, settings={
+        "fail-on": "warning", "steps": 4, "jobs": 5, "timeout": 90.0, "all_architectures": True,
+        "batch_sizes": [1]}, run={"wall_s": 12.0}))
+    twins = [{"architecture": "llama", "verdict": "ready", "cause": ""},
+             {"architecture": "mistral", "verdict": "wrong from step 2", "cause": "max |diff| 0.1"},
+             {"architecture": "mixtral", "verdict": "capture fails", "cause": "",
+              "where": "transformers/models/mixtral/modeling_mixtral.py:88"},
+             {"architecture": "opt", "verdict": "ready", "cause": ""}]
+    generated = readiness.render([doc], {"transformers": "5.17.0", "torch": "2.11"}, twins)
+    assert "transformers 5.17.0, torch 2.11" in generated
+    assert "graphready check hf --all-architectures --batch-sizes 1 --steps 4 --jobs 5 --timeout 90" in generated
+    assert "the same transformers line: 3 of 4." in generated
+    assert "| opt | not checked | ready | - | **no** |" in generated
+    assert "| mistral | not ready | GD301 add got the Python value 6 now" in generated
+    page = readiness.place("# Title\n\nhand-written\n", generated)
+    assert page.startswith("# CUDA-graph readiness") and readiness.BEGIN in page  # no markers: a new page
+    kept = "# Title\n\nhand-written\n\n" + page[page.index(readiness.BEGIN):] + "\nafter\n"
+    assert readiness.place(kept, generated) == kept  # the text around the markers stays

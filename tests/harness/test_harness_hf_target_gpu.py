@@ -1,6 +1,6 @@
-"""The built-in `hf` target on a GPU: a dense model is graph-ready, Mistral's sliding-window counter is a
-GD301 at the transformers line, Mixtral's experts fail capture there, and a save_pretrained checkpoint
-is checked through `--model`. Needs a GPU and transformers.
+"""The built-in `hf` target on a GPU: a dense model is graph-ready, Mistral's and ModernBERT-decoder's
+sliding-window counters are GD301 at the transformers line, Mixtral's experts fail capture there, and a
+save_pretrained checkpoint is checked through `--model`. Needs a GPU and transformers.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _run(**factory_kwargs):
 
 @pytest.fixture(scope="module")
 def three():
-    return _run(model_type=["llama", "mistral", "mixtral"], batch_sizes=[1])
+    return _run(model_type=["llama", "mistral", "mixtral", "modernbert-decoder"], batch_sizes=[1])
 
 
 def _said(result) -> list[str]:
@@ -52,6 +52,15 @@ def test_the_sliding_window_counter_is_frozen_by_the_graph_at_a_transformers_lin
     assert "/transformers/" in frozen.path and "the graph froze" in frozen.message
     row = next(r for r in rows if r.architecture == "mistral")
     assert row.verdict == "not ready" and row.where.startswith("transformers/")
+
+
+def test_a_frozen_window_offset_that_barely_moves_the_logits_is_caught_on_stale_cache_slots(three):
+    """ModernBERT-decoder's one sliding layer of two: with zeros in the unused slots the frozen offset moved
+    the logits by less than the tolerance (and the check said ready); the twins are wrong from step 2."""
+    results, rows = three
+    result = results["modernbert-decoder.step[b1]"]
+    assert "GD301" in [f.rule for f in result.findings], _said(result)
+    assert next(r for r in rows if r.architecture == "modernbert-decoder").where.startswith("transformers/")
 
 
 def test_the_experts_loop_fails_capture_at_a_transformers_line(three):

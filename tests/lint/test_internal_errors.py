@@ -212,3 +212,17 @@ def test_a_failure_over_the_whole_project_is_one_line_naming_the_phase(tree, mon
     (line,) = err.splitlines()
     assert line.startswith("graphready lint: internal error while finding the hot path (RuntimeError: the call"
                            " graph tripped); please report it")
+
+
+def test_a_missing_rule_catalog_is_an_internal_error_not_a_verdict(tree, monkeypatch, capsys):
+    """An installation without its catalog must not lint with every finding an error and opt-in rules on."""
+    from graphready import catalog
+
+    monkeypatch.setattr(catalog, "catalog_dir", lambda: tree / "no-rules-here")
+    catalog.load_catalog.cache_clear()
+    try:
+        code, out, err = _lint(capsys, "--no-cache")
+    finally:
+        catalog.load_catalog.cache_clear()
+    assert code == EXIT_INTERNAL and out == ""
+    assert "no rule catalog in" in err and "installation is incomplete" in err and "Traceback" not in err

@@ -4,16 +4,17 @@
     graphready check hf --all-architectures
     graphready check hf --model PATH        (a checkpoint directory written by save_pretrained)
 
-One unit per architecture, `<model_type>.step`, checked once per batch size (capture keys `b1`,
-`b4`: one graph per batch size, as HF decodes, never replayed padded): one decoding step, `model(input_ids, position_ids=..., past_key_values=cache,
-use_cache=True).logits`. transformers 5 keeps the cache position in the StaticCache itself (a
-counter every step advances in place, and a Python int in sliding-window layers), so the inputs are
-the new tokens and their positions, and the state is left to discovery. The model (a small config
-from `hf_configs` with random weights drawn on the GPU, or the checkpoint's own) and one
-StaticCache per batch size, prefilled with PROMPT tokens, are built at the unit's first
-`make_inputs`, not in a setup: an architecture that cannot be built, keeps no state in the
-StaticCache, or breaks the CUDA context while building costs its own unit (GD201 with the reason,
-and a fresh worker), never the other architectures of its lane.
+One unit per architecture, `<model_type>.step`, checked once per batch size (capture keys `b1`, `b4`:
+one graph per batch size, as HF decodes, never replayed padded): one decoding step, `model(input_ids,
+position_ids=..., past_key_values=cache, use_cache=True).logits`. transformers 5 keeps the cache
+position in the StaticCache itself (a counter every step advances in place, and a Python int in
+sliding-window layers), so the inputs are the new tokens and their positions, and the state is left to
+discovery. The model (a small config from `hf_configs` with random weights drawn on the GPU, or the
+checkpoint's own) and one StaticCache per batch size, prefilled with PROMPT tokens (the slots past them
+hold stale values, as in a cache reused across requests), are built at the unit's first `make_inputs`,
+not in a setup: an architecture that cannot be built, keeps no state in the StaticCache, or breaks the
+CUDA context while building costs its own unit (GD201 with the reason, and a fresh worker), never the
+other architectures of its lane.
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ class Architecture:
         if not any(getattr(layer, "is_initialized", False) for layer in cache.layers):
             raise NotBuilt("the prefill kept nothing in the StaticCache: the model keeps its state elsewhere "
                            "(its own cache class), so a StaticCache decode step does not apply")
+        self._stage("filling the unused cache slots", lambda: stale_slots(cache, device))
         return cache
 
     def build(self, device=None) -> None:
@@ -205,6 +207,24 @@ class Architecture:
         with torch.no_grad():
             out = self.model(input_ids, past_key_values=cache, use_cache=True, **extra)
         return out.logits
+
+
+def stale_slots(cache, device) -> None:
+    """Random values in the key/value slots past what the prefill wrote, the same for every build.
+
+    A StaticCache reused across requests holds old tokens there. Zeros would hide a mask that reads one
+    slot too far: a sliding-window layer's Python offset frozen by the graph shows one more or one fewer
+    slot, which with zeros moves the logits of a model like ModernBERT-decoder by less than 1e-4 and
+    with stale values by 1e-3, as eager decoding past the capture does."""
+    import torch
+    from transformers.cache_utils import StaticLayer
+
+    generator = torch.Generator(device=device).manual_seed(0)
+    for layer in cache.layers:
+        if isinstance(layer, StaticLayer) and getattr(layer, "is_initialized", False):
+            written = int(layer.cumulative_length)
+            for slots in (layer.keys[:, :, written:], layer.values[:, :, written:]):
+                slots.normal_(generator=generator)
 
 
 def batch_size(key: str) -> int:

@@ -3,9 +3,11 @@
 Verdicts: `ready` (every batch size captured, replayed right and raised nothing), `capture fails`,
 `not ready` (captured, with findings), `step raises` (the eager step itself raised), `not built`
 (no small config, no StaticCache support, or the prefill raised: the reason says which, and where
-in transformers), `not checked` (the worker died or hung). The first cause is the first finding
-at or above `fail_on` of the first batch size that has one, with its location shortened to
-`transformers/...` when it lies in the library; the JSON keeps it whole, the text cuts it short.
+in transformers), `not checked` (the worker died or hung). The first cause is, for the first batch
+size with a finding at or above `fail_on`: the capture's own error when it failed, else the first
+such finding located in transformers (not left at the target's call by a check that could not place
+it), else the first; its location is shortened to `transformers/...`. The JSON keeps its message
+whole; the table cells keep the part that says why (a replay mismatch's explanation), cut short.
 No torch import: the report side uses it.
 """
 
@@ -20,7 +22,11 @@ from graphready.harness.keys import key_of
 NOT_BUILT = "NotBuilt: "
 _RAISED_AT = re.compile(r" \((transformers/[^()\s]+:\d+)\)$")
 _LOST = ("the worker", "cannot load the target")  # the pool's words for a unit whose worker died, hung or never loaded
-CAUSE_CHARS = 72
+CAUSE_CHARS = 96
+# GD301's opening (checks/replay/replay.py): the table shows what follows it, the explanation, instead
+_MISMATCH = "replay differs from eager on the same inputs and state: "
+_CAPTURE_FAILED = "capture failed"  # GD201's opening when the capture raised (checks/capture.py)
+_LIBRARY = "/transformers/"
 COLUMNS = ("architecture", "verdict", "first cause", "where")
 
 
@@ -39,9 +45,8 @@ class Row:
 
 def short_path(path: str, line: int) -> str:
     """`transformers/models/x/modeling_x.py:12` for a file inside transformers; the path itself otherwise."""
-    marker = "/transformers/"
-    if marker in path:
-        path = "transformers/" + path.rsplit(marker, 1)[1]
+    if _LIBRARY in path:
+        path = "transformers/" + path.rsplit(_LIBRARY, 1)[1]
     return f"{path}:{line}"
 
 
@@ -65,7 +70,8 @@ def _row(architecture: str, results: list, fail_on: Severity) -> Row:
         if result.status(fail_on) == "pass":
             continue
         real = [f for f in result.findings if f.severity >= fail_on and not f.internal]
-        first = real[0] if real else (result.findings[0] if result.findings else None)
+        broke = [f for f in real if result.capture == "failed" and f.message.startswith(_CAPTURE_FAILED)]
+        first = next(iter(broke + [f for f in real if _LIBRARY in f.path] + real + result.findings), None)
         if result.capture == "failed":
             verdict = "capture fails"
         elif result.error is not None and result.capture is None:
@@ -89,8 +95,17 @@ def architecture_rows(results: list, fail_on: Severity = Severity.WARNING) -> li
     return [_row(architecture, group, fail_on) for architecture, group in grouped.items()]
 
 
+def brief(cause: str) -> str:
+    """A cause as a table cell: a replay mismatch by its explanation (`GD301 replay differs: add got the Python
+    value 27 now; the graph froze 26 at capture`), then cut to CAUSE_CHARS."""
+    rule, _, message = cause.partition(" ")
+    if message.startswith(_MISMATCH) and "; " in message:
+        cause = f"{rule} replay differs: {message.split('; ', 1)[1]}"
+    return cause if len(cause) <= CAUSE_CHARS else cause[: CAUSE_CHARS - 3] + "..."
+
+
 def _cells(row: Row) -> tuple[str, ...]:
-    cause = row.cause if len(row.cause) <= CAUSE_CHARS else row.cause[: CAUSE_CHARS - 3] + "..."
+    cause = brief(row.cause)
     return (row.architecture, row.verdict, cause or "-", row.where or "-")
 
 
