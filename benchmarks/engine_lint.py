@@ -16,6 +16,7 @@ for the rest. Every TRUE label must still be reported (recall on labelled hazard
     python benchmarks/engine_lint.py --latest             # only the current release of each engine
     python benchmarks/engine_lint.py --recipe forward     # the old `*:*.forward` recipe, for comparison
     python benchmarks/engine_lint.py --sample 60 --sample-out /tmp/sample.tsv   # rows to label (seed 8)
+    python benchmarks/engine_lint.py --latest --settings sglang=deploy.toml   # a deployment's assume facts added
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import zipfile
 from collections import Counter
 from dataclasses import dataclass
@@ -93,8 +95,9 @@ def wheel(engine: Engine) -> Path:
     return found[-1]
 
 
-def unpack(engine: Engine, recipe: str, root: Path) -> tuple[Path, int, int]:
-    """The engine's code under root/<engine>, with a pyproject for the recipe; (tree, files, lines)."""
+def unpack(engine: Engine, recipe: str, root: Path, extra: str = "") -> tuple[Path, int, int]:
+    """The engine's code under root/<engine>, with a pyproject for the recipe and `extra` settings (a
+    deployment's own keys: `assume-true` / `assume-false`); (tree, files, lines)."""
     tree = root / engine.name
     files = lines = 0
     with zipfile.ZipFile(wheel(engine)) as archive:
@@ -106,15 +109,32 @@ def unpack(engine: Engine, recipe: str, root: Path) -> tuple[Path, int, int]:
                 target.write_bytes(data)
                 files += 1
                 lines += data.count(b"\n")
-    (tree / "pyproject.toml").write_text("[tool.graphready]\n" + RECIPES[recipe](engine), encoding="utf-8")
+    (tree / "pyproject.toml").write_text("[tool.graphready]\n" + RECIPES[recipe](engine) + extra, encoding="utf-8")
     return tree, files, lines
 
 
-def lint(tree: Path, report: Path) -> tuple[dict, float]:
+def settings(values: list[str]) -> dict[str, str]:
+    """`--settings ENGINE=FILE` -> {engine: the file's TOML text}, checked to be TOML keys of one table."""
+    extra: dict[str, str] = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise BenchError(f"--settings takes ENGINE=FILE, got {value!r}")
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+            tomllib.loads(text)
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise BenchError(f"--settings {value}: {exc}") from None
+        extra[name] = extra.get(name, "") + text.rstrip("\n") + "\n"
+    return extra
+
+
+def lint(tree: Path, report: Path, statistics: bool = False) -> tuple[dict, float]:
     report.unlink(missing_ok=True)  # a report left by an earlier run must not pass for this one
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "graphready.cli", "lint", "--no-cache", "--format",  # paths
-                           "json", "--output", str(report)], capture_output=True, text=True, cwd=tree)  # from tree
+                           "json", "--output", str(report), *(["--statistics"] if statistics else [])],
+                          capture_output=True, text=True, cwd=tree)  # from tree
     seconds = time.perf_counter() - start
     if proc.returncode not in (0, 1) or not report.is_file():  # exit 1 is findings only with a report written
         raise BenchError(f"lint failed on {tree} (exit {proc.returncode}):\n{proc.stderr.strip()[-2000:]}")
@@ -157,6 +177,10 @@ def print_run(engine: Engine, doc: dict, seconds: float, files: int, lines: int)
     counts = Counter((f["rule"], f["severity"]) for f in findings)
     for (rule, severity), count in sorted(counts.items()):
         print(f"  {rule} {severity:<8} {count:>5}")
+    for fact in summary.get("assume", []):
+        scope = f" in {fact['in']}" if fact.get("in") else ""
+        print(f"  {fact['key']} {fact['entry']!r}{scope}: {fact['tests']} tests, {fact['call_edges']} calls not followed, "
+              f"{fact.get('functions', 0)} functions and {fact.get('findings', 0)} findings left out")
 
 
 def precision(runs: dict[str, dict], labels: dict) -> None:
@@ -232,16 +256,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=0, metavar="N", help="sample N findings per tree to label")
     parser.add_argument("--sample-out", type=Path, default=Path("engine_sample.tsv"))
     parser.add_argument("--keep", type=Path, metavar="DIR", help="unpack and write reports here (kept)")
+    parser.add_argument("--settings", action="append", default=[], metavar="ENGINE=FILE",
+                        help="add the file's [tool.graphready] keys (a deployment's assume-true/false facts) to that"
+                             " engine's trees, and count what each fact left out")
     args = parser.parse_args(argv)
     corpus = [e for e in LATEST + ([] if args.latest else OLDER) if not args.engine or e.name in args.engine]
     try:
+        extra = settings(args.settings)
         labels = load_labels(args.labels)
         with tempfile.TemporaryDirectory() as scratch:
             root = args.keep or Path(scratch)
             runs, trees = {}, {}
             for engine in corpus:
-                tree, files, lines = unpack(engine, args.recipe, root / engine.requirement)
-                doc, seconds = lint(tree, root / f"{engine.requirement}.json")
+                tree, files, lines = unpack(engine, args.recipe, root / engine.requirement, extra.get(engine.name, ""))
+                doc, seconds = lint(tree, root / f"{engine.requirement}.json", statistics=engine.name in extra)
                 print_run(engine, doc, seconds, files, lines)
                 runs[engine.requirement], trees[engine.requirement] = doc, tree
             shown = Counter(f["severity"] for doc in runs.values() for f in doc["findings"])

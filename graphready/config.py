@@ -1,7 +1,8 @@
 """`[tool.graphready]` in pyproject.toml: the nearest one above each file, like ruff.
 
 A `profile` (built-in TOML under `graphready/profiles/`) supplies an engine's roots, exclusions
-and eager-only predicates; the project's own lists are added to the profile's.
+and eager-only predicates; the project's own lists are added to the profile's. `assume-true` /
+`assume-false` entries are parsed as expressions (scope/assume.py), never evaluated.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from graphready.errors import UsageError, read_named_file
 from graphready.findings import Severity
+from graphready.lint.scope.assume import Assumption, Facts, parse as parse_fact
 
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".venv", "venv", ".tox", ".nox", ".eggs", "build", "dist", "node_modules",
@@ -47,10 +49,17 @@ class Config:
     source: Path | None = None  # the pyproject.toml it came from, if any
     configured: bool = False  # the source has a [tool.graphready] table
     own_hot_paths: list[str] = field(default_factory=list)  # hot-paths written in the table, not by a profile
+    assumptions: list[Assumption] = field(default_factory=list)  # assume-true / assume-false, the profile's first
+    own_assumptions: list[Assumption] = field(default_factory=list)  # those written in the table
 
     def fingerprint(self) -> str:
         """The settings that change what the per-file analysis produces (part of cache keys)."""
-        return repr((sorted(self.eager_if), sorted(self.captured_if), self.gpu_capability, self.one_gpu_per_process))
+        return repr((sorted(self.eager_if), sorted(self.captured_if), self.gpu_capability, self.one_gpu_per_process,
+                     [a.label for a in self.assumptions]))
+
+    def facts(self) -> Facts:
+        """The assume-true / assume-false facts (checked for contradictions when the table was read)."""
+        return Facts.of(self.assumptions)
 
 
 def _str_list(key: str, value: object) -> list[str]:
@@ -96,9 +105,34 @@ def _check_guard(key: str, name: str) -> str:
     return name
 
 
+def _assumption(key: str, entry: object) -> Assumption:
+    """A branch test as a hot chain prints it, parsed (never run), or `{test = "...", in = "module-glob"}`
+    for one that holds only in those modules."""
+    scope = ""
+    if isinstance(entry, dict):
+        if set(entry) != {"test", "in"} or not all(isinstance(v, str) and v for v in entry.values()) \
+                or ":" in entry["in"]:
+            raise ConfigError(f"[tool.graphready] {key} entry {entry!r} must be a string or"
+                              " {test = \"<branch test>\", in = \"<module glob>\"}")
+        entry, scope = entry["test"], entry["in"]
+    if not isinstance(entry, str):
+        raise ConfigError(f"[tool.graphready] {key} entries must be strings or tables, got {entry!r}")
+    try:
+        return parse_fact(key, entry, scope)
+    except ValueError as exc:
+        raise ConfigError(f"[tool.graphready] {exc}") from None
+
+
+def _assumptions(key: str, value: object) -> list[Assumption]:
+    if not isinstance(value, list):
+        raise ConfigError(f"[tool.graphready] {key} must be a list of branch tests, got {value!r}")
+    return [_assumption(key, entry) for entry in value]
+
+
 KNOWN_KEYS = ["profile", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if", "debug-guards",
-              "gpu-capability", "warm-up-before-capture", "one-gpu-per-process", "select",
+              "gpu-capability", "warm-up-before-capture", "one-gpu-per-process", "assume-true", "assume-false", "select",
               "ignore", "severity", "exclude", "per-file-ignores", "baseline", "fail-on", "check-targets"]
+ASSUME_KEYS = ("assume-true", "assume-false")
 LIST_KEYS = {"hot-paths": "hot_paths", "exclude-roots": "exclude_roots", "not-compiled": "not_compiled",
              "eager-if": "eager_if",
              "debug-guards": "eager_if", "captured-if": "captured_if"}
@@ -121,6 +155,8 @@ def _apply_profile(config: Config, name: object) -> None:
         config.gpu_capability = _capability(profile["gpu-capability"])
     for key in FLAG_KEYS.keys() & profile.keys():
         setattr(config, FLAG_KEYS[key], _flag(key, profile[key]))
+    for key in ASSUME_KEYS:
+        config.assumptions += _assumptions(key, profile.get(key, []))
 
 
 def _flag(key: str, value: object) -> bool:
@@ -185,10 +221,17 @@ def parse_table(table: dict, root: Path, source: Path | None) -> Config:
             config.gpu_capability = _capability(value)
         elif key in FLAG_KEYS:
             setattr(config, FLAG_KEYS[key], _flag(key, value))
+        elif key in ASSUME_KEYS:
+            config.own_assumptions += _assumptions(key, value)
         else:
             hint = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise ConfigError(f"unknown key {key!r} in [tool.graphready]{suggestion}")
+    config.assumptions += config.own_assumptions
+    try:
+        config.facts()
+    except ValueError as exc:
+        raise ConfigError(f"[tool.graphready] {exc}") from None
     return config
 
 
@@ -246,7 +289,10 @@ def config_record(config: Config, select: list[str], ignore: list[str]) -> dict:
         "profile": config.profile, "hot-paths": config.hot_paths, "exclude-roots": config.exclude_roots,
         "not-compiled": config.not_compiled, "warm-up-before-capture": config.warm_up_before_capture,
         "one-gpu-per-process": config.one_gpu_per_process,
-        "eager-if": config.eager_if, "captured-if": config.captured_if, "select": select, "ignore": ignore,
+        "eager-if": config.eager_if, "captured-if": config.captured_if,
+        **{key: [{"test": a.entry, "in": a.scope} if a.scope else a.entry for a in config.assumptions if a.key == key]
+           for key in ASSUME_KEYS},
+        "select": select, "ignore": ignore,
         "severity": {code: level.label for code, level in config.severity.items()},
         "exclude": config.exclude, "per-file-ignores": config.per_file_ignores,
         "baseline": str(config.baseline) if config.baseline else None,

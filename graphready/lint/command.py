@@ -26,7 +26,8 @@ EPILOG = """\
 exit codes:
   0  nothing at or above fail-on (findings below it, or baselined, are still shown)
   1  findings at or above fail-on
-  2  usage or configuration error, e.g. an unknown rule code or a hot-paths entry that matches nothing
+  2  usage or configuration error, e.g. an unknown rule code, or a hot-paths or assume-true/false entry
+     that matches nothing
   3  internal error in graphready: where it failed on one file or function, that is a GR002 finding
      (the run goes on and reports everything else; one line each on stderr, --verbose adds the
      traceback); a failure over the whole project is one line naming the phase
@@ -56,7 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", type=Path, metavar="FILE", help="findings recorded here do not fail the run")
     parser.add_argument("--write-baseline", type=Path, metavar="FILE", help="record the current findings and exit 0")
     parser.add_argument("--fail-on", choices=[s.label for s in Severity], help="lowest severity that fails")
-    parser.add_argument("--statistics", action="store_true", help="show counts per rule and how many functions were hot, and why")
+    parser.add_argument("--statistics", action="store_true",
+                        help="show counts per rule, how many functions were hot and why, and what each assume-true/false"
+                             " entry made cold")
     parser.add_argument("--show-chain", action="store_true", help="show the call chain that makes each finding hot")
     parser.add_argument("--list-hot", action="store_true",
                         help="list every hot function and the root that makes it hot, instead of the findings")
@@ -94,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         return selections[-1]
 
     jobs = args.jobs or min(os.cpu_count() or 1, 8)
-    result = lint_projects(paths, args.config, prepare, jobs=jobs, use_cache=not args.no_cache)
+    result = lint_projects(paths, args.config, prepare, jobs=jobs, use_cache=not args.no_cache,
+                           statistics=args.statistics)
     for path in result.skipped:
         print(f"graphready lint: skipped {path}: not a {', '.join(SOURCE_SUFFIXES)} file", file=sys.stderr)
     if not any(p.result.requested for p in result.projects):
@@ -194,6 +198,9 @@ def _summary(result: Run) -> dict:
     summary["internal_errors"] = len(failures)
     summary["not_analysed"] = {"files": len({f.path for f in failures if f.unchecked and not f.function}),
                                "functions": len({(f.path, f.function) for f in failures if f.unchecked and f.function})}
+    assumptions = [record for p in result.projects for record in p.result.assumptions]
+    if assumptions:
+        summary["assume"] = assumptions
     summary["suppressed"] = [
         {"path": f.path, "line": f.line, "rule": f.rule, "reason": f.suppression_reason or ""} for f in result.suppressed
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
@@ -22,7 +23,9 @@ from graphready.lint.failures import Failure, recorded
 from graphready.lint.analysis.deep import call_deep
 from graphready.lint.files import discover, module_name, relative
 from graphready.lint.scope.conditions import BranchTests
-from graphready.lint.scope.hotpath import HotSet, Project, _matches as matches_root, find_hot, untaken_fallbacks
+from graphready.lint.scope.hotpath import (
+    CAPTURE_STEP, HotSet, Project, _matches as matches_root, find_hot, untaken_fallbacks,
+)
 from graphready.lint.scope.index import FunctionInfo, ModuleIndex, index_module
 from graphready.sourcefile import SourceText, read_source
 from graphready.lint.scope.guards import Guards
@@ -59,6 +62,7 @@ class LintResult:
     skipped: list[Path] = field(default_factory=list)  # named files that are not .py/.cu/.cuh
     requested: int = 0  # source files under the given paths, read or not
     failures: list[Failure] = field(default_factory=list)  # graphready's own, one per file or function (GR002)
+    assumptions: list[dict] = field(default_factory=list)  # per assume-true/false fact: what it made cold
 
 
 @dataclass
@@ -124,9 +128,10 @@ def _one_per_line(hits: list[Candidate]) -> list[Candidate]:
     return list(first.values())
 
 
-def _without_untaken_fallbacks(info: FunctionInfo, given: set[str] | None) -> FunctionInfo:
-    """`info` with its `if scale is None:` fallbacks made cold where every hot caller passes `scale`."""
-    ranges = untaken_fallbacks(info, given)
+def _without_untaken_branches(info: FunctionInfo, given: set[str] | None, facts: bool = True) -> FunctionInfo:
+    """`info` with its `if scale is None:` fallbacks made cold where every hot caller passes `scale`, and
+    (with `facts`) the branches an assume-true/false fact rules out."""
+    ranges = untaken_fallbacks(info, given) + ([(start, end) for _, start, end in info.assumed] if facts else [])
     return replace(info, excluded=info.excluded + ranges) if ranges else info
 
 
@@ -156,8 +161,10 @@ def _class_fields(project: Project) -> dict[str, dict[str, str]]:
 
 
 class LintRun:
-    def __init__(self, config: Config, selection: Selection, jobs: int = 1, use_cache: bool = True):
+    def __init__(self, config: Config, selection: Selection, jobs: int = 1, use_cache: bool = True,
+                 statistics: bool = False):
         self.config = config
+        self.statistics = statistics  # also count what each assume fact made cold (analyses the code it rules out)
         self.selection = selection
         self.jobs = max(1, jobs)
         self.cache = LintCache(config.root, use_cache)
@@ -185,9 +192,11 @@ class LintRun:
             project = Project({index.module: index for index in indexes.values()})
             if not any(index.parse_error for index in indexes.values()) and not self.failures:
                 self._check_roots(project)  # a broken file, or one graphready failed on, may hold the root
+                self._check_assumptions(indexes.values(), len(project.modules))
             hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled,
                            self.config.warm_up_before_capture)
         candidates = self._analyze([s for s in python if s.requested], indexes, project, hot)
+        assumptions = self._assumptions(python, indexes, project, hot) if self.config.assumptions else []
         candidates.update(unreadable)
         for source in sources:
             if source.requested and source.rel.endswith(CUDA_SUFFIXES):
@@ -227,6 +236,7 @@ class LintRun:
             skipped=found.skipped,
             requested=len(requested),
             failures=self.failures,
+            assumptions=assumptions,
         )
 
     def _check_roots(self, project: Project) -> None:
@@ -239,6 +249,71 @@ class LintRun:
                                  f" {len(project.modules)} modules under {self.config.root}"
                                  " (modules are dotted from the directory holding pyproject.toml)")
 
+    def _check_assumptions(self, indexes, modules: int) -> None:
+        """An assume-true/false entry of the project's own that names no branch test is a typo or a test the
+        code no longer has: it would state nothing, so it is an error (a profile's entries need not match)."""
+        facts = self.config.facts()
+        named = {label for index in indexes for label in index.assumed_tests}
+        for assumption in self.config.own_assumptions:
+            if not facts.named_as[assumption.label] & named:
+                where = self.config.source or "[tool.graphready]"
+                scope = f" in {assumption.scope}" if assumption.scope else ""
+                raise UsageError(f"{where}: {assumption.key} entry {assumption.entry!r}{scope} matches no `if` test in a"
+                                 f" function of the {modules} modules under {self.config.root} (write the test as"
+                                 " --show-chain prints it, e.g. \"'dynamic' in self.rope_type\")")
+
+    def _assumptions(self, python: list[_Source], indexes: dict[str, ModuleIndex], project: Project,
+                     hot: HotSet) -> list[dict]:
+        """Per assume-true/false fact: the branch tests it names and the calls of hot code its ruled-out
+        branches hold; with `statistics`, also the functions hot only through those calls and the findings
+        the facts took away (found by analysing, once more and without the facts, the code they rule out)."""
+        tests: Counter[str] = Counter()
+        for index in indexes.values():
+            tests.update(index.assumed_tests)
+        records = {fact.label: {"key": fact.key, "entry": fact.entry, **({"in": fact.scope} if fact.scope else {}),
+                                "tests": tests[fact.label], "call_edges": len(hot.cut.get(fact.label, ()))}
+                   for fact in self.config.assumptions}
+        if not self.statistics:
+            return list(records.values())
+        with _whole_project("counting what the assume facts made cold"):
+            whole = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled,
+                             self.config.warm_up_before_capture, follow_assumed=True)
+        lost = {key: self._cut_by(key, whole, project) for key in whole.chains if key not in hot}
+        touched = {info.key.split(":", 1)[0] for info in project.functions.values()
+                   if info.key in lost or (info.assumed and (info.key in whole or info.capture_bodies))}
+        sources = [s for s in python if s.requested and indexes[s.rel].module in touched]
+        kept, self.failures = self.failures, []  # graphready's failures on code the facts rule out are not the run's
+        try:
+            hits = self._analyze(sources, indexes, project, whole, facts=False, cached=False)
+        finally:
+            self.failures = kept
+        for record in records.values():
+            record["functions"] = record["findings"] = 0
+        for label in lost.values():
+            if label:
+                records[label]["functions"] += 1
+        for source in sources:
+            suppressions = parse_suppressions(source.text)
+            for hit in _one_per_line(hits.get(source.rel, [])):
+                info = project.functions.get(hit.function)
+                label = lost.get(hit.function) or (info.assumed_by(hit.line) if info else "")
+                if (label and self._enabled(hit.rule, source.rel)
+                        and not any(s.line in (hit.line, hit.end_line) and s.covers(hit.rule) for s in suppressions)):
+                    records[label]["findings"] += 1
+        return list(records.values())
+
+    @staticmethod
+    def _cut_by(key: str, whole: HotSet, project: Project) -> str:
+        """The fact that rules out the first call of `key`'s chain (walked without the facts) that a run with
+        them does not follow, or "" where none does."""
+        chain = whole.chains[key]
+        for caller, callee in zip(chain, chain[1:]):
+            info = project.functions.get(caller.removesuffix(CAPTURE_STEP))
+            line = whole.via.get(callee)
+            if info is not None and line is not None and (label := info.assumed_by(line)):
+                return label
+        return ""
+
     # -- phase 1 ---------------------------------------------------------------------------
     def _index(self, sources: list[_Source]) -> dict[str, ModuleIndex]:
         indexes: dict[str, ModuleIndex] = {}
@@ -250,7 +325,8 @@ class LintRun:
             else:
                 missing.append(source)
         jobs = []
-        guards = Guards.of(self.config.eager_if, self.config.captured_if, self.config.gpu_capability)
+        guards = Guards.of(self.config.eager_if, self.config.captured_if, self.config.gpu_capability,
+                           self.config.facts())
         for source in missing:
             module, is_package = module_name(source.rel)
             jobs.append((module, source.rel, source.text, guards, is_package))
@@ -264,12 +340,16 @@ class LintRun:
         return indexes
 
     # -- phase 3 ---------------------------------------------------------------------------
-    def _analyze(self, sources: list[_Source], indexes, project: Project, hot: HotSet) -> dict[str, list[Candidate]]:
+    def _analyze(self, sources: list[_Source], indexes, project: Project, hot: HotSet, facts: bool = True,
+                 cached: bool = True) -> dict[str, list[Candidate]]:
+        """Rule hits per file; without `facts`, in the branches assume facts rule out too (not `cached`:
+        those hits are only counted)."""
         tensor_functions = {
             f"{index.module}.{info.qualname}"
             for index in indexes.values() for info in index.functions.values() if info.returns_tensor
         }
         device_fields = set().union(*(index.captured_device_fields for index in indexes.values()))
+        parameter_attrs = set().union(*(index.parameter_attrs for index in indexes.values()))
         pageable_functions = {
             f"{index.module}.{info.qualname}"
             for index in indexes.values() for info in index.functions.values() if info.returns_pageable
@@ -278,6 +358,7 @@ class LintRun:
             autograd = project.autograd_functions
             class_fields = _class_fields(project)
         project_salt = hashlib.blake2b(repr((sorted(tensor_functions), sorted(pageable_functions), sorted(device_fields),
+                                             sorted(parameter_attrs),
                                              sorted(autograd), sorted(
             (name, sorted(fields.items())) for name, fields in class_fields.items()))).encode(), digest_size=8).hexdigest()
         results: dict[str, list[Candidate]] = {}
@@ -286,9 +367,9 @@ class LintRun:
             index = indexes[source.rel]
             targets = []
             for info in index.functions.values():
-                if info.key in hot or info.capture_bodies or info.mentions_graph:
+                if info.key in hot or info.capture_bodies or info.mentions_graph or info.padded_rows:
                     with recorded(self.failures, source.rel, "analysing", info):
-                        target = _without_untaken_fallbacks(info, hot.given_params.get(info.key))
+                        target = _without_untaken_branches(info, hot.given_params.get(info.key), facts)
                         targets.append((target, info.key in hot))
             if not targets:
                 continue
@@ -298,7 +379,7 @@ class LintRun:
             given = {k: sorted(hot.given_params[k]) for k in sorted(hot_keys & hot.given_params.keys())}
             key = repr((sorted((i.key, h) for i, h in targets), [sorted(w) for w in warm_up], host_params, given,
                         project_salt))
-            entry = self.cache.get(source.rel, source.digest)
+            entry = self.cache.get(source.rel, source.digest) if cached else None
             if entry is not None and key in entry.analysis:
                 results[source.rel] = entry.analysis[key]
                 continue
@@ -307,12 +388,13 @@ class LintRun:
             job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
                           index.global_containers, index.classes,
                           targets, index.functions, hot_keys, tensor_functions, autograd, class_fields, *warm_up,
-                          host_params, self.config.one_gpu_per_process, pageable_functions, device_fields)
+                          host_params, self.config.one_gpu_per_process, pageable_functions, device_fields,
+                          parameter_attrs)
             pending.append((source, key, job))
         for (source, key, _), (hits, failures) in zip(pending, _map(_analyze_job, [p[2] for p in pending], self.jobs)):
             results[source.rel] = hits
             self.failures += failures
-            entry = self.cache.get(source.rel, source.digest)
+            entry = self.cache.get(source.rel, source.digest) if cached else None
             if entry is not None and not failures:  # a fixed graphready must analyse a failed file again
                 entry.analysis = {key: hits}
                 self.cache.dirty = True
@@ -323,7 +405,8 @@ class LintRun:
         doc = self.catalog.get(hit.rule)
         chain = self._chain(rel, hit.function, hot, chains) if hit.function in hot else None
         if chain is None and hit.function:
-            chain = [f"{hit.function} [capture site]"]
+            # not hot: a capture site, or a replay preparation that pads a batch (GR605, scope/padding.py)
+            chain = [f"{hit.function} [{'replay preparation' if hit.rule == 'GR605' else 'capture site'}]"]
         return Finding(
             path=rel, line=hit.line, column=hit.column, end_line=hit.end_line, end_column=hit.end_column,
             rule=hit.rule, name=doc.name if doc else hit.rule,
@@ -392,7 +475,9 @@ class LintRun:
 
 
 def lint(config: Config, paths: list[Path], selection: Selection | None = None, jobs: int = 1,
-         use_cache: bool = True, split: bool = True) -> LintResult:
+         use_cache: bool = True, split: bool = True, statistics: bool = False) -> LintResult:
     """Lint `paths` of the one project `config` belongs to; with `split`, directories under them
-    that are projects of their own are listed in `LintResult.nested`, not linted."""
-    return LintRun(config, selection or Selection(config.select, config.ignore), jobs, use_cache).run(paths, split)
+    that are projects of their own are listed in `LintResult.nested`, not linted. `statistics` also
+    counts the findings each assume fact took away."""
+    return LintRun(config, selection or Selection(config.select, config.ignore), jobs, use_cache,
+                   statistics).run(paths, split)

@@ -66,16 +66,17 @@ def _group(paths: list[Path], config_file: Path | None) -> list[tuple[Config, li
 
 
 def lint_projects(paths: list[Path], config_file: Path | None, prepare: Callable[[Config], Selection],
-                  jobs: int = 1, use_cache: bool = True) -> Run:
+                  jobs: int = 1, use_cache: bool = True, statistics: bool = False) -> Run:
     """Lint every project the paths touch; `prepare` applies command-line overrides to a project's
-    config and returns its rule selection."""
+    config and returns its rule selection. `statistics`: see `lint`."""
     run = Run()
     cwd = Path.cwd().resolve()
     pending = _group(paths, config_file)
     while pending:
         config, project_paths = pending.pop(0)
         selection = prepare(config)
-        result = lint(config, project_paths, selection, jobs=jobs, use_cache=use_cache, split=config_file is None)
+        result = lint(config, project_paths, selection, jobs=jobs, use_cache=use_cache, split=config_file is None,
+                      statistics=statistics)
         for item in result.findings + result.suppressed + result.failures:  # as the user would type the path
             item.path = shown_path(absolute(config.root / item.path), cwd)
         run.projects.append(ProjectResult(config, result))

@@ -38,6 +38,8 @@ def render(doc: Document) -> str:
         console.print(_statistics_table(doc.findings))
     if doc.statistics and doc.summary.get("scope"):
         console.print(_scope_table(doc.summary["scope"], doc.summary.get("profile")))
+    if doc.statistics and doc.summary.get("assume"):
+        console.print(_assume_table(doc.summary["assume"]))
     for note in doc.summary.get("notes", []):
         console.print(Text(f"note: {note}", style="yellow"), soft_wrap=True)
     console.print(summary_line(doc.summary, doc.tool), soft_wrap=True)
@@ -145,6 +147,19 @@ def _scope_table(scope: dict, profile: str | None) -> Table:
     table.add_row("left cold by exclude-roots", str(scope.get("excluded_by_exclude_roots", 0)), style="dim")
     table.add_row("left cold: roots of classes never built here", str(scope.get("roots_of_classes_never_built", 0)),
                   style="dim")
+    return table
+
+
+def _assume_table(records: list[dict]) -> Table:
+    """Per assume-true/false entry: the branch tests it names and what its ruled-out branches took away."""
+    table = Table(title="Assumed facts", title_justify="left")
+    table.add_column("entry", overflow="fold")
+    for column in ("tests", "calls not followed", "functions left cold", "findings left out"):
+        table.add_column(column, justify="right")
+    for record in records:
+        counts = [record.get(key) for key in ("tests", "call_edges", "functions", "findings")]
+        scope = f" in {record['in']}" if record.get("in") else ""
+        table.add_row(f"{record['key']} {record['entry']!r}{scope}", *("-" if n is None else str(n) for n in counts))
     return table
 
 

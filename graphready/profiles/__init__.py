@@ -1,7 +1,8 @@
 """Built-in profiles: an engine's decode roots, never-captured code and eager-only predicates.
 
 Each profile is a TOML file beside this module with the same list keys as `[tool.graphready]`
-(`hot-paths`, `exclude-roots`, `not-compiled`, `eager-if`, `captured-if`), the `gpu-capability` it assumes,
+(`hot-paths`, `exclude-roots`, `not-compiled`, `eager-if`, `captured-if`, and `assume-true` / `assume-false` for
+facts every deployment of the engine shares), the `gpu-capability` it assumes,
 whether the engine runs each step eagerly before capturing it (`warm-up-before-capture`) and drives one GPU
 per process (`one-gpu-per-process`), and a `description`; data only.
 """
@@ -15,7 +16,7 @@ from importlib import resources
 from graphready.errors import UsageError
 
 PROFILE_KEYS = {"description", "hot-paths", "exclude-roots", "not-compiled", "eager-if", "captured-if",
-                "gpu-capability", "warm-up-before-capture", "one-gpu-per-process"}
+                "gpu-capability", "warm-up-before-capture", "one-gpu-per-process", "assume-true", "assume-false"}
 
 
 def available() -> list[str]:

@@ -21,6 +21,7 @@ from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.analysis.candidate import PARSE_ERROR
 from graphready.lint.rules import ALL_RULES
 from graphready.lint.inference.tensors import BOOL, SCALAR, TENSOR, FunctionScan, TensorEnv, mentions_name, mentions_self_attr, scan_function
+from graphready.lint.inference.libraries import flashinfer_wrapper
 from graphready.lint.inference.torchnames import is_tensor_callee
 
 
@@ -46,6 +47,7 @@ class FileJob:
     one_gpu_per_process: bool = False  # config: no process of this engine drives several GPUs
     pageable_functions: set[str] = field(default_factory=set)  # dotted names of functions returning pageable CPU tensors
     captured_device_fields: set[str] = field(default_factory=set)  # metadata attrs that are device tensors at capture
+    parameter_attrs: set[str] = field(default_factory=set)  # attributes the project makes parameter tensors
 
 
 MULTI_DEVICE = re.compile(r"torch\.cuda\.device\(|(?:range\(|%\s*)(?:torch\.cuda\.)?device_count\(\)"
@@ -79,6 +81,10 @@ def _module_facts(job: FileJob, names: ImportMap) -> FileFacts:
         facts.record_holder(name, callee)
     facts.tensor_functions, facts.pageable_functions = job.tensor_functions, job.pageable_functions
     facts.captured_device_fields = job.captured_device_fields
+    facts.parameter_attrs = job.parameter_attrs
+    facts.flashinfer_holders = {attr for info in job.classes.values()
+                                for attr, held in [*info.attr_types.items(), *info.attr_elem_types.items()]
+                                if flashinfer_wrapper(held)}
     facts.autograd_functions = job.autograd_functions
     facts.class_fields = job.class_fields
     facts.unwarmed, facts.warmed, facts.uncompiled = job.unwarmed, job.warmed, job.uncompiled

@@ -34,6 +34,8 @@ class FileFacts(Facts):
         self.frozen_globals: dict[str, int] = {}  # globals hot code re-binds
         self.stepped_globals: set[str] = set()  # ... from their old value: step counters
         self.autograd_functions: set[str] = set()  # dotted names of autograd.Function classes
+        self.parameter_attrs: set[str] = set()  # attributes the project makes parameter tensors, on any object
+        self.flashinfer_holders: set[str] = set()  # attributes of the file's classes holding FlashInfer wrappers
 
     def for_class(self) -> "FileFacts":
         """A copy for one class: module facts shared, class attributes still to be learned."""
@@ -43,6 +45,7 @@ class FileFacts(Facts):
         facts.class_fields = self.class_fields
         facts.autograd_functions, facts.frozen_globals = self.autograd_functions, self.frozen_globals
         facts.stepped_globals = self.stepped_globals
+        facts.parameter_attrs, facts.flashinfer_holders = self.parameter_attrs, self.flashinfer_holders
         facts.lock_names, facts.compiled_names = set(self.lock_names), set(self.compiled_names)
         facts.lazy_compiled = set(self.lazy_compiled)
         facts.containers = set(self.containers)
@@ -112,8 +115,14 @@ class RuleContext:
             if state is None:
                 return None
             message = message.format(state=state)
+        severity = hit.severity
+        if hit.scope == "padded-rows":  # a partial refresh the index recorded (scope/padding.py), by its line
+            found = next((row for row in self.function.padded_rows if row[0] == line), None)
+            if found is None:
+                return None
+            _, message, severity = found
         return Candidate(hit.rule, line, span.column, span.end_line + line_offset, span.end_column,
-                         message, self.function.key, hit.severity)
+                         message, self.function.key, severity or None)
 
     def activate(self, rule_code: str, scope: str) -> None:
         self._current_rule = rule_code

@@ -1,6 +1,6 @@
 """The lint rules, one class per code; see `rules/<code>.toml` for each rule's documentation."""
 
-from graphready.lint.rules.capture import CaptureBranch, CaptureTemp, LazyInit, ReplayOnlyMetadata
+from graphready.lint.rules.capture import CaptureBranch, CaptureTemp, LazyInit, PaddedRows, ReplayOnlyMetadata
 from graphready.lint.rules.compile import CompilerOpaque, HotJit, HotLock
 from graphready.lint.rules.devices import CrossDevice, DefaultStreamLaunch, ImplicitCaptureStream, SetDevice
 from graphready.lint.rules.memory import AllocatorCall, FrozenScalar, HotAlloc, PageableH2D
@@ -14,5 +14,5 @@ ALL_RULES = (
     HotAlloc, PageableH2D, FrozenScalar, AllocatorCall, EscapingAlloc, StateRebind, StorageSwap,
     CrossDevice, SetDevice, ImplicitCaptureStream, DefaultStreamLaunch,
     HotJit, HotLock, CompilerOpaque,
-    CaptureTemp, CaptureBranch, LazyInit, ReplayOnlyMetadata,
+    CaptureTemp, CaptureBranch, LazyInit, ReplayOnlyMetadata, PaddedRows,
 )

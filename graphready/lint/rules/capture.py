@@ -1,5 +1,6 @@
-"""GR601-GR604: what happens around a capture: freed temporaries, capture-only branches, one-time
-initialisation that may first run inside a capture, and metadata only a replay's preparation sets."""
+"""GR601-GR605: what happens around a capture: freed temporaries, capture-only branches, one-time
+initialisation that may first run inside a capture, metadata only a replay's preparation sets, and padded
+rows a replay's preparation leaves stale."""
 
 from __future__ import annotations
 
@@ -184,3 +185,21 @@ class LazyInit(Rule):
         else:
             ctx.report(node.test, "`{state}` is initialised on the step's first call: make sure warm-up makes "
                                   "that call before any capture, or build it at load time", severity="info")
+
+
+class PaddedRows(Rule):
+    """A graph input a replay preparation refreshes only on the real rows of a padded batch, left stale
+    where the function shows those rows are read. The index finds them (scope/padding.py); this rule puts
+    each on the node that starts its line: the statement, or the list element `self.x[:raw_bs]`."""
+
+    code = "GR605"
+    scope = "padded-rows"  # hits on lines the index did not record are dropped (RuleContext.candidate)
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine, ctx: RuleContext) -> None:
+        if ctx.function.padded_rows:
+            for statement in node.body:
+                ctx.report(statement, "")
+
+    def visit_Subscript(self, node: cst.Subscript, ctx: RuleContext) -> None:
+        if ctx.function.padded_rows:
+            ctx.report(node, "")

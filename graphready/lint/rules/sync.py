@@ -7,6 +7,9 @@ import libcst as cst
 from graphready.lint.analysis.context import RuleContext
 from graphready.lint.analysis.cstwalk import nodes
 from graphready.lint.rules.base import Rule
+from graphready.lint.inference.libraries import (
+    FLASHINFER_FLOAT_ARGUMENTS, FLASHINFER_RUN_METHODS, flashinfer_function, flashinfer_wrapper,
+)
 from graphready.lint.inference.tensors import device_kind, positional, keyword
 
 
@@ -52,7 +55,25 @@ TEXT_CALLS = {"print", "str", "repr", "format"}
 class ImplicitScalar(Rule):
     code = "GR102"
 
+    def __init__(self) -> None:
+        self.wrappers: set[str] = set()  # locals bound to a FlashInfer attention wrapper
+
+    def visit_Assign(self, node: cst.Assign, ctx: RuleContext) -> None:
+        """`decode_wrapper = self.forward_metadata.decode_wrappers[i]`: a wrapper by the attribute it comes from."""
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and _flashinfer_wrapper(
+                node.value, ctx, self.wrappers):
+            self.wrappers.add(node.targets[0].target.value)
+
     def visit_Call(self, node: cst.Call, ctx: RuleContext) -> None:
+        library = _flashinfer_call(node, ctx, self.wrappers)
+        if library is not None:
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value in FLASHINFER_FLOAT_ARGUMENTS and _may_be_tensor(
+                        arg.value, ctx):
+                    ctx.report(arg.value, f"{library} takes `{arg.keyword.value}` as a Python float and reads a "
+                                          f"tensor given there on the host (a sync); pass a float kept at load "
+                                          f"(`layer.k_scale_float`)")
+            return
         name = ctx.qualname(node.func)
         if name is None:
             if _string_method(node.func, "format") and any(ctx.env.is_tensor(a.value) for a in node.args):
@@ -101,6 +122,35 @@ class ImplicitScalar(Rule):
                 ctx.report(node.iter, f"each `{name}` from this tensor is a device value; indexing a Python "
                                       f"container with it reads it on the host (one sync per element)")
                 return
+
+
+def _flashinfer_wrapper(value: cst.BaseExpression, ctx: RuleContext, wrappers: set[str]) -> bool:
+    """A FlashInfer wrapper: built here, a local bound to one, or read from an attribute (or list) that a class of
+    this file fills with them (`self.decode_wrappers.append(BatchDecodeWithPagedKVCacheWrapper(...))`)."""
+    while isinstance(value, cst.Subscript):
+        value = value.value
+    if isinstance(value, cst.Call):
+        return flashinfer_wrapper(ctx.qualname(value.func))
+    if isinstance(value, cst.Name):
+        return value.value in wrappers
+    return isinstance(value, cst.Attribute) and value.attr.value in ctx.facts.flashinfer_holders
+
+
+def _flashinfer_call(node: cst.Call, ctx: RuleContext, wrappers: set[str]) -> str | None:
+    """`wrapper.run` / `flashinfer.single_decode_with_kv_cache` for a call of FlashInfer attention, else None."""
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value in FLASHINFER_RUN_METHODS and _flashinfer_wrapper(
+            func.value, ctx, wrappers):
+        return f"a FlashInfer wrapper's `.{func.attr.value}()`"
+    name = ctx.qualname(func)
+    return f"`flashinfer.{name.rsplit('.', 1)[-1]}()`" if flashinfer_function(name) else None
+
+
+def _may_be_tensor(value: cst.BaseExpression, ctx: RuleContext) -> bool:
+    """A tensor, or an attribute the project makes a parameter tensor on some object (`layer.k_scale`, set to
+    `torch.nn.Parameter(...)` by the quantization method that loads it)."""
+    return ctx.env.is_tensor(value) or (isinstance(value, cst.Attribute)
+                                        and value.attr.value in ctx.facts.parameter_attrs)
 
 
 BRANCH_CALLS = {"torch.equal", "torch.allclose"}

@@ -14,6 +14,7 @@ from typing import Callable
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 
+from graphready.lint.scope.assume import Facts
 from graphready.lint.scope.astwalk import walk_body
 from graphready.lint.scope.resolve import ImportMap
 
@@ -39,12 +40,14 @@ class Guards:
     _globs: tuple[tuple[str, ...], tuple[str, ...]] = field(default=((), ()), compare=False, repr=False)
     capability: int | None = None  # `gpu-capability`: the GPU the graphs run on, for capability tests
     hardware_only: bool = False  # `platform()`: capture state is not a property of the machine
+    # `assume-true` / `assume-false` (scope/assume.py): a branch they rule out never runs
+    assumed: Facts = field(default_factory=Facts, compare=False, repr=False)
 
     @classmethod
-    def of(cls, eager_if, captured_if, capability: int | None = None) -> "Guards":
+    def of(cls, eager_if, captured_if, capability: int | None = None, assumed: Facts | None = None) -> "Guards":
         eager, captured = frozenset(eager_if), frozenset(captured_if)
         globs = (tuple(p for p in eager if is_glob(p)), tuple(p for p in captured if is_glob(p)))
-        return cls(eager, captured, globs, capability)
+        return cls(eager, captured, globs, capability, assumed=assumed or Facts())
 
     def adding(self, eager_if=frozenset(), captured_if=frozenset()) -> "Guards":
         """These guards plus plain (non-glob) names of either polarity."""

@@ -33,6 +33,9 @@ class HotSet:
     uncompiled: set[str] = field(default_factory=set)  # hot only through functions torch.compile never traces
     host_params: dict[str, set[str]] = field(default_factory=dict)  # parameters every hot call passes host data
     given_params: dict[str, set[str]] = field(default_factory=dict)  # optional parameters every hot call passes
+    # a configured fact's label -> the calls its ruled-out branches hold that the walk did not follow:
+    # (caller, line, callee), the caller hot or a capture body
+    cut: dict[str, set[tuple[str, int, str]]] = field(default_factory=dict)
 
     def __contains__(self, key: str) -> bool:
         return key in self.chains
@@ -61,6 +64,12 @@ class Project:
         for index in modules.values():
             for name, uses in index.class_uses.items():
                 self.class_uses.setdefault(name, []).extend(uses)
+        weight_attrs: dict[str, bool] = {}
+        for index in modules.values():
+            for name, host in index.weight_attrs.items():
+                weight_attrs[name] = weight_attrs.get(name, True) and host
+        # parameter attributes the loader attaches with host values only (`bnb_shard_offsets`, a CPU tensor)
+        self.host_weight_attrs = frozenset(name for name, host in weight_attrs.items() if host)
         self._never_built: dict[str, bool] = {}
         self._entries: frozenset[str] = frozenset()
         # class-like names other modules import: a class imported for a call, an annotation or a type check
@@ -336,14 +345,18 @@ def _positional_skip(target: FunctionInfo, site: CallSite) -> int | None:
     return 1 if bound else 0
 
 
-def _host_params(target: FunctionInfo, site: CallSite) -> set[str]:
-    """The target's parameters this call fills with host-named data (`f(meta.num_tokens_cpu)`)."""
+def _host_params(target: FunctionInfo, site: CallSite, caller_host: set[str] = frozenset(),
+                 host_attrs: frozenset[str] = frozenset()) -> set[str]:
+    """The target's parameters this call fills with host data (`f(meta.num_tokens_cpu)`), with the caller's
+    own parameters that are host data (`caller_host`) passed on unchanged, or with reads of parameter
+    attributes the loader attaches as host data (`host_attrs`)."""
     skip = _positional_skip(target, site)
     if skip is None:
         return set()
     params = target.params
     names = set()
-    for arg in site.host_args:
+    for arg in [*site.host_args, *(slot for slot, param in site.passed_params.items() if param in caller_host),
+                *(slot for slot, attr in site.attr_args.items() if attr in host_attrs)]:
         if arg.isdigit():
             position = int(arg) + skip
             if position < len(params):
@@ -351,6 +364,23 @@ def _host_params(target: FunctionInfo, site: CallSite) -> set[str]:
         else:
             names.add(arg)
     return names
+
+
+def _pass_host_through(project: Project, hot: HotSet, calls: dict[str, list[tuple[str, CallSite]]]) -> None:
+    """Host parameters passed on: where every hot call of a function passes a parameter host data its caller
+    got as host data from every hot call of its own, so does the callee's. A least fixpoint from the calls'
+    direct arguments, so a parameter only handed around a cycle stays unknown; a root's parameters pass
+    nothing on (it is also called from outside the project)."""
+    while True:
+        passed = {}
+        for target, sites in calls.items():
+            info = project.functions[target]
+            sets = [_host_params(info, site, hot.host_params.get(caller, set()) if len(hot.chains[caller]) > 1
+                                 else set(), project.host_weight_attrs) for caller, site in sites]
+            passed[target] = set.intersection(*sets)
+        if all(passed[t] == hot.host_params.get(t, set()) for t in passed):
+            return
+        hot.host_params.update(passed)
 
 
 def _given_params(target: FunctionInfo, site: CallSite) -> set[str]:
@@ -370,17 +400,30 @@ def _note_given(hot: HotSet, target: FunctionInfo, site: CallSite) -> None:
 
 
 def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = None,
-             not_compiled: list[str] | None = None, warm_up_before_capture: bool = False) -> HotSet:
+             not_compiled: list[str] | None = None, warm_up_before_capture: bool = False,
+             follow_assumed: bool = False) -> HotSet:
     """Roots (config patterns, markers, capture bodies), then everything they call.
 
     Functions matching `exclude` are neither roots nor entered by the walk, unless a capture body
     calls them directly (then they are captured whatever the configuration says). Functions matching
     `not_compiled`, and what only they reach, are marked `uncompiled`. With `warm_up_before_capture`
     (the engine runs each step eagerly before capturing it), what the configured roots and markers
-    reach is `warmed`: its first call is never a capture."""
+    reach is `warmed`: its first call is never a capture. Calls in a branch a configured fact rules out
+    (`assume-true` / `assume-false`) are not followed but kept in `cut`, unless `follow_assumed` (what
+    the code would reach without the facts, for `--statistics`)."""
     hot = HotSet()
     queue: deque[tuple[str, str | None]] = deque()  # (function, runtime class of its self)
     exclude = exclude or []
+
+    def followed(caller: str, site: CallSite, targets: list[str]) -> bool:
+        """Follow the call, unless a configured fact rules out the branch it is in: then note what it
+        would have made hot."""
+        if not site.assumed or follow_assumed:
+            return True
+        hot.cut.setdefault(site.assumed, set()).update(
+            (caller, site.line, target) for target in targets
+            if not project.functions[target].memoized and not _excluded(exclude, target))
+        return False
 
     def add(key: str, chain: list[str], why: str | None = None, line: int | None = None) -> None:
         if key not in hot.chains:
@@ -415,8 +458,10 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
     unwarmed_roots: set[str] = set()
     warmed_roots: set[str] = set()
     for key, info in sorted(project.functions.items()):
-        captured = [(site, project.resolve_call(info, site)) for site in info.calls if site.capture]
-        warmed = {project.resolve_call(info, site) for site in info.calls if not site.capture} if captured else set()
+        captured = [(site, target) for site in info.calls if site.capture
+                    if followed(key, site, [target] if (target := project.resolve_call(info, site)) else [])]
+        warmed = {project.resolve_call(info, site) for site in info.calls
+                  if not site.capture and (follow_assumed or not site.assumed)} if captured else set()
         for site, target in captured:
             if target:
                 add(target, [f"{key}{CAPTURE_STEP}", target], "graph capture bodies", site.line)
@@ -426,6 +471,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
                     (warmed_roots if target in warmed else unwarmed_roots).add(target)
     walked: set[tuple[str, str | None]] = set()
     edges: dict[str, set[tuple[str, int]]] = {}  # callee -> (caller, line of the call)
+    calls: dict[str, list[tuple[str, CallSite]]] = {}  # callee -> the walked calls of it, for host parameters
     while queue:
         key, self_class = queue.popleft()
         if (key, self_class) in walked:
@@ -433,17 +479,23 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
         walked.add((key, self_class))
         caller = project.functions[key]
         for site in caller.calls:
-            for target, target_self in project.resolve_bound(caller, site, self_class):
+            bound = project.resolve_bound(caller, site, self_class)
+            if not followed(key, site, [target for target, _ in bound]):
+                continue
+            for target, target_self in bound:
                 if project.functions[target].memoized or (target not in hot.chains and cold(target)):
                     continue
-                passed_host = _host_params(project.functions[target], site)
+                passed_host = _host_params(project.functions[target], site, host_attrs=project.host_weight_attrs)
                 hot.host_params[target] = hot.host_params.get(target, passed_host) & passed_host
+                calls.setdefault(target, []).append((key, site))
                 _note_given(hot, project.functions[target], site)
                 add(target, [*hot.chains[key], target], line=site.line)
                 queue.append((target, target_self))
                 edges.setdefault(target, set()).add((key, site.line))
                 if target != key:
                     hot.callers.setdefault(target, set()).add(key)
+    if any(site.passed_params for sites in calls.values() for _, site in sites):
+        _pass_host_through(project, hot, calls)
     hot.host_params = {key: params for key, params in hot.host_params.items()
                        if params and len(hot.chains[key]) > 1}  # a root is also called from outside the project
     hot.given_params = {key: params for key, params in hot.given_params.items()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from graphready.lint.scope.attrtypes import (
     AttributeTyper, class_attributes, class_tables, is_container, is_name, looks_like_class, returned_class,
@@ -26,6 +26,8 @@ from graphready.lint.scope.regions import (
 )
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.scope.graphprep import constructor_params, graph_preparation
+from graphready.lint.scope.padding import stale_padded_rows
+from graphready.lint.inference.libraries import PARAMETER_CLASSES, PARAMETER_REGISTRATIONS
 from graphready.lint.inference.torchnames import HOST_NAME, TENSOR, annotation_kind
 
 HOT_COMMENT = re.compile(r"#\s*graphready:\s*hot\b")
@@ -34,6 +36,11 @@ MEMO_DECORATORS = {"functools.cache", "functools.lru_cache", "functools.cached_p
 ELEMENT_VIEWS = {"itertools.islice", "islice", "reversed", "list", "tuple"}  # iterate a list's elements
 INERT_CALLS = {"isinstance", "issubclass"}  # a class in their second argument is tested, not built
 GRAPH_TEXT = re.compile(r"\bgraph\s*\(|\.replay\s*\(")
+HOST_RESULTS = {"cpu", "numpy", "tolist"}  # methods whose result is host data
+# factories that build on the default device (the CPU) unless given `device=`; not `tensor`/`as_tensor`, which
+# keep the device of a tensor they are given
+CPU_DEFAULT_FACTORIES = {"zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "rand", "randn", "randint",
+                         "randperm", "eye", "empty_strided", "from_numpy"}
 
 
 @dataclass
@@ -50,9 +57,12 @@ class CallSite:
     target: str
     method: str = ""
     capture: bool = False  # inside a torch.cuda.graph body, or passed to make_graphed_callables
-    host_args: list[str] = field(default_factory=list)  # positions ("0") and keywords given host-named data
+    host_args: list[str] = field(default_factory=list)  # positions ("0") and keywords given host data
+    passed_params: dict[str, str] = field(default_factory=dict)  # position or keyword -> caller's parameter passed on
+    attr_args: dict[str, str] = field(default_factory=dict)  # position or keyword -> attribute read (`w.offsets`)
     given_positions: int = 0  # leading positional arguments, up to the first `*args` or literal None
     given_keywords: list[str] = field(default_factory=list)  # keywords given something other than None
+    assumed: str = ""  # the label of the configured fact whose ruled-out branch holds the call (scope/assume.py)
 
 
 @dataclass
@@ -78,8 +88,10 @@ class FunctionInfo:
     capture_bodies: list[tuple[int, int]] = field(default_factory=list)
     never_runs: list[tuple[int, int]] = field(default_factory=list)  # branches this machine never takes (`is_xpu()`)
     absent_regions: list[tuple[str, int, int]] = field(default_factory=list)  # ("a,b", lines): run if a or b is None
+    assumed: list[tuple[str, int, int]] = field(default_factory=list)  # (fact's label, lines it rules out)
     mentions_graph: bool = False
     declares_global: bool = False
+    padded_rows: list[tuple[int, str, str]] = field(default_factory=list)  # GR605 (line, message, severity)
 
     def short_circuits(self, line: int, column: int) -> bool:
         """The position is in an operand that only runs eagerly (`meta is not None and meta.flag.any()`)."""
@@ -89,6 +101,10 @@ class FunctionInfo:
     def excludes(self, line: int) -> bool:
         """The line is in a debug guard, a non-capturing branch or memoized init: not hot."""
         return within(line, self.excluded)
+
+    def assumed_by(self, line: int) -> str:
+        """The label of the configured fact that rules the line out (the outermost), or ""."""
+        return next((label for label, start, end in self.assumed if start <= line <= end), "")
 
     def captures(self, line: int) -> bool:
         """The line is inside a `with torch.cuda.graph(...)` body of this function."""
@@ -136,6 +152,11 @@ class ModuleIndex:
     captured_device_fields: set[str] = field(default_factory=set)
     # `Model(cfg, layer_type=Layer)`: (the class built, the parameter by keyword or "#<position>", the class given)
     class_arguments: list[tuple[str, str, str]] = field(default_factory=list)
+    assumed_tests: dict[str, int] = field(default_factory=dict)  # fact's label -> branch tests here it names
+    # attributes `set_weight_attrs(param, {"name": value})` attaches to parameters -> every value was host data
+    weight_attrs: dict[str, bool] = field(default_factory=dict)
+    # attributes code here makes a parameter tensor on some object (`layer.k_scale = nn.Parameter(...)`)
+    parameter_attrs: set[str] = field(default_factory=set)
     parse_error: tuple[int, int, str] | None = None
 
 
@@ -146,11 +167,17 @@ def _call_name(node: ast.AST, names: ImportMap) -> str | None:
 class _FunctionScanner:
     """Collects the call sites of one function body (nested defs are scanned separately)."""
 
-    def __init__(self, info: FunctionInfo, names: ImportMap, local_defs: dict[str, str]):
+    def __init__(self, info: FunctionInfo, names: ImportMap, local_defs: dict[str, str],
+                 module: ModuleIndex | None = None):
         self.info = info
         self.names = names
         self.local_defs = local_defs  # nested def name -> function key
         self.local_types: dict[str, tuple[str, str]] = {}
+        self.params: set[str] = set()  # parameters the body never rebinds: what it passes on is what it got
+        self.device_contexts: list[tuple[int, int]] = []  # `with torch.device(d):` blocks
+        self.bound: dict[str, list[ast.AST]] = {}  # locals bound only by `name = value`: their values
+        self._host_locals: set[str] | None = None  # ... where every value is host data, worked out when asked
+        self.module = module or ModuleIndex("", "")  # its weight and parameter attributes are filled here
 
     def scan(self, func: ast.FunctionDef | ast.AsyncFunctionDef, body_nodes: list[ast.AST]) -> None:
         for arg in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]:
@@ -158,11 +185,51 @@ class _FunctionScanner:
                 annotated = self.names.resolve(arg.annotation)
                 if annotated:
                     self.local_types[arg.arg] = ("class", annotated)
+        stores: dict[str, int] = {}
         for node in body_nodes:
+            kind = type(node)
+            if kind is ast.Name:
+                if type(node.ctx) is not ast.Load:
+                    stores[node.id] = stores.get(node.id, 0) + 1
+                continue
             self._learn_types(node)
+            if kind is ast.Assign or kind is ast.AnnAssign or kind is ast.Call or kind is ast.With:
+                self._learn_binding(node)
+        params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+        self.params = params - stores.keys()
+        self.bound = {name: values for name, values in self.bound.items()  # bound by nothing else
+                      if name not in params and stores.get(name) == len(values)}
         for node in body_nodes:
             if isinstance(node, ast.Call):
                 self._record_call(node)
+
+    def _learn_binding(self, node: ast.Assign | ast.AnnAssign | ast.Call | ast.With) -> None:
+        """Plain `name = value` bindings, `with torch.device(d):` blocks (a factory without `device=` builds on
+        `d`) and attributes made parameter tensors (`layer.k_scale = nn.Parameter(...)`)."""
+        if isinstance(node, ast.With):
+            if any(_call_name(item.context_expr, self.names) == "torch.device" for item in node.items):
+                self.device_contexts.append((node.lineno, node.end_lineno or node.lineno))
+            return
+        if isinstance(node, ast.AnnAssign):
+            if node.value is not None and type(node.target) is ast.Name:
+                self.bound.setdefault(node.target.id, []).append(node.value)
+            return
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+            self.bound.setdefault(node.targets[0].id, []).append(node.value)
+        self.module.parameter_attrs |= _parameter_attrs(node, self.names)
+
+    @property
+    def host_locals(self) -> set[str]:
+        """Locals whose every binding is host data (`offsets = np.cumsum(n)`, then `offsets = torch.tensor(
+        offsets).cpu()`), settled from none up."""
+        if self._host_locals is None:
+            self._host_locals = set()
+            while True:
+                host = {name for name, values in self.bound.items() if all(map(self._host_value, values))}
+                if host == self._host_locals:
+                    break
+                self._host_locals = host
+        return self._host_locals
 
     def _learn_types(self, node: ast.AST) -> None:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -196,12 +263,14 @@ class _FunctionScanner:
 
     def _record_call(self, call: ast.Call) -> None:
         line = call.lineno
+        self._record_weight_attrs(call)
         if self.info.excludes(line):
             return
         capture = self.info.captures(line)
         site = self._site_for(call.func, capture, line)
         if site:
-            site.host_args = _host_args(call)
+            site.assumed = self.info.assumed_by(line)
+            site.host_args, site.passed_params, site.attr_args = self._arguments(call)
             site.given_positions, site.given_keywords = _given_args(call)
             self.info.calls.append(site)
         if _call_name(call, self.names) == "torch.cuda.make_graphed_callables" and call.args:
@@ -209,7 +278,77 @@ class _FunctionScanner:
             for element in first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]:
                 graphed = self._site_for(element, True, line, called=False)
                 if graphed:
+                    graphed.assumed = self.info.assumed_by(line)
                     self.info.calls.append(graphed)
+
+    def _arguments(self, call: ast.Call) -> tuple[list[str], dict[str, str], dict[str, str]]:
+        """By position ("0") or keyword, the arguments that are host data while capturing; those that are the
+        caller's own parameters passed on unchanged (`self._split(x, seq_lens=seq_lens)`: the callee's is host
+        data where every hot caller's is); and those that read an attribute, directly or through a local bound
+        only to reads of it (`offsets = qweight.bnb_shard_offsets`: host data where the project attaches that
+        attribute with host values only, `set_weight_attrs`)."""
+        host: list[str] = []
+        passed: dict[str, str] = {}
+        attrs: dict[str, str] = {}
+        slots = [(str(position), arg) for position, arg in enumerate(call.args)]
+        for slot, value in slots + [(kw.arg, kw.value) for kw in call.keywords if kw.arg]:
+            if self._host_value(value):
+                host.append(slot)
+            elif type(value) is ast.Name and value.id in self.params:
+                passed[slot] = value.id
+            elif (attr := self._attribute_read(value)) is not None:
+                attrs[slot] = attr
+        return host, passed, attrs
+
+    def _attribute_read(self, value: ast.AST, through_locals: bool = True) -> str | None:
+        if type(value) is ast.Attribute:
+            return None if self_attr(value) else value.attr
+        if through_locals and type(value) is ast.Name and value.id in self.bound:
+            read = {self._attribute_read(v, through_locals=False) for v in self.bound[value.id]}
+            return read.pop() if len(read) == 1 else None
+        return None
+
+    def _host_value(self, value: ast.AST) -> bool:
+        """Named like a host mirror (`meta.expert_num_tokens_cpu`, `seq_lens_cpu`), a tensor factory that builds
+        on the CPU (`torch.ones((bs,), dtype=torch.long)`: no `device=`, outside `with torch.device(d):`), or
+        a conditional whose every branch a graph can take is one (`lens if lens is not None else torch.ones(...)`
+        where `lens` is eager-if: the branch it picks is an eager-only span)."""
+        if isinstance(value, ast.IfExp):
+            arms = [arm for arm in (value.body, value.orelse)
+                    if not self.info.short_circuits(arm.lineno, arm.col_offset)]
+            return bool(arms) and all(self._host_value(arm) for arm in arms)
+        if type(value) is ast.Call:
+            func = root = value.func
+            if type(func) is ast.Attribute and func.attr in HOST_RESULTS and not value.args:
+                return True  # `x.cpu()`, `x.tolist()`
+            while type(root) is ast.Attribute:
+                root = root.value
+            if type(root) is not ast.Name:
+                return False
+            if self.names.aliases.get(root.id, root.id).partition(".")[0] == "numpy":
+                return True  # `np.cumsum(n)`
+            last = func.attr if type(func) is ast.Attribute else root.id
+            if last not in CPU_DEFAULT_FACTORIES or self.names.resolve(func) != f"torch.{last}":
+                return False
+            device = next((k.value for k in value.keywords if k.arg == "device"), None)
+            return (device is None and not within(value.lineno, self.device_contexts)
+                    or isinstance(device, ast.Constant) and device.value == "cpu")
+        if isinstance(value, ast.Name) and value.id in self.host_locals:
+            return True
+        name = value.attr if isinstance(value, ast.Attribute) else value.id if isinstance(value, ast.Name) else None
+        return bool(name and HOST_NAME.search(name))
+
+    def _record_weight_attrs(self, call: ast.Call) -> None:
+        """`set_weight_attrs(param, {"bnb_shard_offsets": offsets})`, vLLM's and SGLang's way to attach loader
+        metadata to a parameter: whether each value is host data."""
+        func = call.func
+        if (len(call.args) < 2 or not isinstance(call.args[1], ast.Dict)
+                or (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) != "set_weight_attrs"):
+            return
+        for key, value in zip(call.args[1].keys, call.args[1].values):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                attrs = self.module.weight_attrs
+                attrs[key.value] = attrs.get(key.value, True) and self._host_value(value)
 
     def _site_for(self, func: ast.AST, capture: bool, line: int, called: bool = True) -> CallSite | None:
         """The call site for calling `func` (or, with called=False, for a callable passed by value)."""
@@ -251,13 +390,21 @@ def _attrs_read_in(body_nodes: list[ast.AST], ranges: list[tuple[int, int]]) -> 
             and within(node.lineno, ranges)}
 
 
-def _host_args(call: ast.Call) -> list[str]:
-    """Arguments named like host mirrors (`meta.expert_num_tokens_cpu`, `seq_lens_cpu`): by position or keyword."""
-    def host_named(value: ast.AST) -> bool:
-        name = value.attr if isinstance(value, ast.Attribute) else value.id if isinstance(value, ast.Name) else None
-        return bool(name and HOST_NAME.search(name))
-    found = [str(position) for position, arg in enumerate(call.args) if host_named(arg)]
-    return found + [kw.arg for kw in call.keywords if kw.arg and host_named(kw.value)]
+def _parameter_attrs(node: ast.Assign | ast.Call, names: ImportMap) -> set[str]:
+    """`layer.k_scale = torch.nn.Parameter(...)`, `layer.register_parameter("k_scale", ...)`: the attribute made
+    a parameter tensor."""
+    if isinstance(node, ast.Assign):
+        func = node.value.func if isinstance(node.value, ast.Call) else None
+        last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if last != "Parameter" or names.resolve(func) not in PARAMETER_CLASSES:
+            return set()
+        return {target.attr for target in node.targets if isinstance(target, ast.Attribute)}
+    if (isinstance(node.func, ast.Attribute) and node.func.attr in PARAMETER_REGISTRATIONS and node.args
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        return {node.args[0].value}
+    return set()
+
+
 
 
 def _given_args(call: ast.Call) -> tuple[int, list[str]]:
@@ -274,7 +421,7 @@ class _ModuleIndexer:
     def __init__(self, module: str, path: str, is_package: bool, source: str, guards: Guards):
         self.index = ModuleIndex(module=module, path=path)
         self.lines = source.splitlines()
-        self.guards = guards
+        self.guards = replace(guards, assumed=guards.assumed.within(module))  # facts scoped to other modules left out
         self.names = ImportMap(module, is_package)
         self.tables: dict[str, list[str]] = {}  # module-level {kind: LayerClass} tables
         self.constructors: dict[str, list[str]] = {}  # class name -> positional parameters, for graphprep
@@ -476,17 +623,21 @@ class _ModuleIndexer:
             capture_bodies=capture_bodies(body_nodes, self.names),
             never_runs=never_run(node.body, self._platform(guards), self.names) if regions.excluded else [],
             absent_regions=absent_argument_regions(node),
+            assumed=regions.assumed,
             declares_global=bool(global_names),
             params=[a.arg for a in [*node.args.posonlyargs, *node.args.args]],
+            padded_rows=stale_padded_rows(body_nodes),
         )
         text = "\n".join(self.lines[info.lineno - 1:info.end_lineno])
         info.mentions_graph = bool(GRAPH_TEXT.search(text))
         self.index.functions[qualname] = info
+        for label in regions.matched:
+            self.index.assumed_tests[label] = self.index.assumed_tests.get(label, 0) + 1
         nested = {}
         for stmt in body_nodes:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 nested[stmt.name] = f"{self.index.module}:{qualname}.{stmt.name}"
-        _FunctionScanner(info, self.names, nested).scan(node, body_nodes)
+        _FunctionScanner(info, self.names, nested, self.index).scan(node, body_nodes)
         self._record_class_uses(info.key, body_nodes)
         self._record_class_arguments(body_nodes)
         if class_info is not None:

@@ -13,7 +13,9 @@ attribute or a dict that outlives the call; a block behind a `self` flag that it
 no rule fires there. Separately, `never_run` finds the branches this machine never takes at all
 (another platform's, a capability it lacks): what is built only there is never built, and
 `absent_argument_regions` finds the fallbacks for an optional argument left out (`if k_scale is None:`),
-which the hot walk makes cold where every hot caller passes that argument.
+which the hot walk makes cold where every hot caller passes that argument. `Regions.assumed` holds the
+branches a configured fact rules out (`assume-true` / `assume-false`, scope/assume.py), apart from the
+rest so the hot walk can count what each fact made cold.
 
 A predicate can be named through a variable: `capturing = get_is_capture_mode()` or a module-level
 `_VERIFY = envs.SGLANG_VERIFY.get()` makes `if not capturing:` / `if _VERIFY:` guards too.
@@ -285,6 +287,8 @@ class Regions:
     # operands evaluated only eagerly: `B` in `if meta is not None and B:` or `B if meta is not None else C`
     # when `meta` is eager-if
     cold_spans: list[tuple[int, int, int, int]] = field(default_factory=list)
+    assumed: list[tuple[str, int, int]] = field(default_factory=list)  # (fact's label, lines it rules out)
+    matched: list[str] = field(default_factory=list)  # the label of a fact, once per test here it names
 
 
 def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guards, names: ImportMap,
@@ -302,19 +306,47 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
         if block:
             regions.excluded.append(block)
 
-    def visit(statements: list[ast.stmt]) -> None:
+    def ruled_out(label: str, statements: list[ast.stmt]) -> None:
+        block = _block_range(statements)
+        if block:
+            regions.assumed.append((label, *block))
+
+    facts = guards.assumed
+    tracked = bool(facts.clauses)  # an entry of several tests: know which tests each block sits under
+
+    def decided(test: ast.AST, given: frozenset) -> tuple[bool, str] | None:
+        """The value configured facts give the test (a single-test fact, or one about several tests that
+        one branch would contradict), with the fact's label."""
+        known = facts.decide(test, regions.matched) if facts else None
+        if known is None and tracked:
+            for holds in (False, True):  # false where the body contradicts the facts, true where the else does
+                if label := facts.contradicted(given | facts.literals(test, not holds)):
+                    regions.matched.append(label)
+                    return holds, label
+        return known
+
+    def visit(statements: list[ast.stmt], given: frozenset = frozenset()) -> None:
+        """`given`: the tests (with their values) the statements sit under, when facts of several tests need them."""
         for position, stmt in enumerate(statements):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             if isinstance(stmt, ast.If):
                 rest = statements[position + 1:]
+                known = decided(stmt.test, given)
+                # a configured fact: the branch it rules out never runs; what is cold without it stays cold apart
+                # (the walk without the facts, for --statistics, must see the code as a run without them does)
+                if known is not None:
+                    holds, label = known
+                    ruled_out(label, stmt.orelse if holds else stmt.body)
+                    if _exits(stmt.body if holds else stmt.orelse):  # `if fused: return out`: nor does the rest
+                        ruled_out(label, rest)
                 if eager_when(stmt.test, True, guards, names):
                     cold(stmt.body)
                 elif eager_when(stmt.test, False, guards, names):
                     cold(stmt.orelse)
                     if _exits(stmt.body) and not stmt.orelse:  # `if capturing: return ...`: the rest is eager
                         cold(rest)
-                        visit(stmt.body)
+                        visit(stmt.body, given | facts.literals(stmt.test, True) if tracked else given)
                         return
                 elif ((_rebinds_on_change(stmt.test, stmt.body, flags) or one_time.clears(stmt.test, stmt.body))
                       and not stmt.orelse):
@@ -329,9 +361,13 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
                     if _builds_tensors(rest, names):
                         regions.memo.append((stmt.test.lineno, state))
                     return
+                if tracked:
+                    visit(stmt.body, given | facts.literals(stmt.test, True))
+                    visit(stmt.orelse, given | facts.literals(stmt.test, False))
+                    continue
             blocks, handlers = nested_blocks(stmt)
             for block in blocks:
-                visit(block)
+                visit(block, given)
             for block in handlers:
                 cold(block)
 
