@@ -11,7 +11,8 @@ from pathlib import Path
 import torch
 
 from graphready.harness.checks.pointers import rebind
-from graphready.harness.checks.pointers.rebind_between import PREPARATION, ReadPaths, rebound_message, storages
+from graphready.harness.checks.pointers.rebind import rebound_message
+from graphready.harness.checks.pointers.rebind_between import PREPARATION, ReadPaths, storages
 
 ROOT = Path(__file__).resolve().parents[2]
 BIAS = ("self", (("attr", "bias"),))
@@ -112,6 +113,6 @@ def test_the_preparations_assigning_line_is_located():
     sites = rebind.locate(runner, [path], lambda: runner.rebinding_preparation(2), ROOT)
     lines, first = inspect.getsourcelines(Runner.rebinding_preparation)
     assert sites[path].line == first + next(i for i, text in enumerate(lines) if "# re-binds" in text)
-    message = rebound_message([path], PREPARATION)
+    message = rebound_message([path], f"by {PREPARATION}, after capture")
     assert message.startswith("`self.bias` was re-bound to a new tensor by the unit's input preparation")
     assert "`self.bias.copy_(new)`" in message

@@ -74,14 +74,16 @@ def locate(fn: Callable[..., Any], paths: Sequence[Path], step: Callable[[], Any
     return {path: sites.get(path) for path in paths}
 
 
-def rebound_message(paths: Sequence[Path]) -> str:
+def rebound_message(paths: Sequence[Path], by: str = "during the step") -> str:
+    """`by` says who re-bound them: the step itself, or (GD305 between replays) the preparation or loop."""
     names = ", ".join(f"`{format_path(*path)}`" for path in paths)
     verb = "was" if len(paths) == 1 else "were"
     first = format_path(*paths[0])
     return (
-        f"{names} {verb} re-bound to a new tensor during the step: the captured graph keeps the storage it held "
-        "at capture and goes on reading and writing it, so replays never see the new value. Write into the "
-        f"existing tensor (`{first}.copy_(new)`, `out=`) instead of assigning a new one"
+        f"{names} {verb} re-bound to a new tensor {by}: the captured graph keeps the storage it held at capture "
+        "and goes on reading and writing it, so replays never see the new value (and read freed memory once "
+        f"nothing else holds the old tensor). Write into the existing tensor (`{first}.copy_(new)`, "
+        f"`{first}[:n].copy_(new)`, `out=`) instead of assigning a new one"
     )
 
 

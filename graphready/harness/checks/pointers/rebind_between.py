@@ -18,9 +18,9 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from graphready.harness.blame import raised_by_user
-from graphready.harness.checks.pointers.rebind import Path, locate
+from graphready.harness.checks.pointers.rebind import Path, locate, rebound_message
 from graphready.harness.frames import Location, relative_path
-from graphready.harness.reach import follow, format_path, roots_of
+from graphready.harness.reach import follow, roots_of
 from graphready.harness.tracer import storage_key
 from graphready.harness.unit import callable_location
 
@@ -76,18 +76,6 @@ class ReadPaths:
                 if address is not None and address != self.captured[path] and address != since.get(path)]
 
 
-def rebound_message(paths: Sequence[Path], who: str) -> str:
-    names = ", ".join(f"`{format_path(*path)}`" for path in paths)
-    verb = "was" if len(paths) == 1 else "were"
-    first = format_path(*paths[0])
-    return (
-        f"{names} {verb} re-bound to a new tensor by {who}, after capture: the captured graph goes on reading "
-        "the storage it held at capture, so every later replay ignores the new value (and reads freed memory "
-        f"once nothing else holds the old tensor). Write into the existing tensor (`{first}.copy_(new)`, "
-        f"`{first}[:n].copy_(new)`) instead of assigning a new one"
-    )
-
-
 def report(run, paths: Sequence[Path], who: str, again: Callable[[], Any], fallback: Location | None,
            detail: str = "") -> None:
     """One GD305 per line that re-binds `paths`, found by running `again()` (the code that re-bound them,
@@ -103,7 +91,7 @@ def report(run, paths: Sequence[Path], who: str, again: Callable[[], Any], fallb
     for path in paths:
         by_line.setdefault(sites.get(path), []).append(path)
     for location, at_line in by_line.items():
-        run.add("GD305", rebound_message(at_line, who) + detail, location or fallback)
+        run.add("GD305", rebound_message(at_line, f"by {who}, after capture") + detail, location or fallback)
 
 
 def check_preparation(run, prepare: Callable[[], Any]) -> None:
