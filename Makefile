@@ -18,7 +18,7 @@ $(BIN)/graphready: pyproject.toml
 
 $(VENV)/.dev: $(BIN)/graphready
 	scripts/install_torch.sh $(BIN)/python "$(TORCH_VERSION)" "$(TORCH_INDEX)"
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[dev,docs]"  # docs: tests/test_docs.py runs mkdocs build --strict
 	touch $@
 
 .PHONY: demo test
