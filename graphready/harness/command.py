@@ -61,6 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all-architectures", action="store_true",
                         help="hf target: every causal-LM model type of the installed transformers")
     parser.add_argument("--batch-sizes", metavar="B,B", help="hf target: batch sizes, one graph each (default 1,4)")
+    parser.add_argument("--compile", action="store_true",
+                        help="hf target: also the step under torch.compile(mode=\"reduce-overhead\"), with the "
+                             "compiler's skip reasons and graph breaks (GD601, GD602)")
+    parser.add_argument("--no-layers", action="store_true",
+                        help="hf target: leave out the per-decoder-layer units (one per distinct layer type)")
     parser.add_argument(
         "--lint",
         action=argparse.BooleanOptionalAction,
@@ -114,9 +119,9 @@ def _validate(args) -> tuple[Severity, str]:
         raise UsageError("--preset, --checkpoint and --mtp apply only to the built-in dsv4 target")
     if _is_hf(args.target):
         kwargs.update(_hf_kwargs(args))
-    elif args.model_type or args.model or args.all_architectures or args.batch_sizes:
-        raise UsageError("--model-type, --model, --all-architectures and --batch-sizes apply only to the built-in "
-                         "hf target")
+    elif args.model_type or args.model or args.all_architectures or args.batch_sizes or args.compile or args.no_layers:
+        raise UsageError("--model-type, --model, --all-architectures, --batch-sizes, --compile and --no-layers apply "
+                         "only to the built-in hf target")
     return fail_on, json.dumps(kwargs)
 
 
@@ -144,6 +149,10 @@ def _hf_kwargs(args) -> dict:
             raise UsageError(f"--batch-sizes must be comma-separated integers, got {args.batch_sizes!r}") from None
         if min(kwargs["batch_sizes"]) < 1:
             raise UsageError("--batch-sizes must be positive")
+    if args.compile:
+        kwargs["compile"] = True
+    if args.no_layers:
+        kwargs["layers"] = False
     return kwargs
 
 
@@ -282,7 +291,9 @@ def run(args: argparse.Namespace) -> int:
         results = []
         run_info["workers"] = []
     run_info["wall_s"] = round(time.monotonic() - started, 3)
-    cross_check_with_lint([f for r in results for f in r.findings], root, args.lint)
+    # hf findings sit in transformers' own files: linting them indexes the whole library (minutes), so opt-in
+    lint = args.lint if args.lint is not None or not _is_hf(args.target) else False
+    cross_check_with_lint([f for r in results for f in r.findings], root, lint)
     architectures = None
     if _is_hf(args.target):
         from graphready.harness.targets.hf_table import architecture_rows

@@ -79,7 +79,7 @@ def test_the_small_configs_keep_what_makes_each_architecture():
 def _unit(model_type: str, batch_sizes=(1, 2)):
     from graphready.harness.targets.hf import factory
 
-    [unit] = factory(model_type=model_type, batch_sizes=list(batch_sizes))
+    [unit] = factory(model_type=model_type, batch_sizes=list(batch_sizes), layers=False)
     return unit
 
 
@@ -135,11 +135,11 @@ def test_listing_builds_nothing_and_names_one_unit_per_architecture_keyed_by_bat
     _transformers()
     from graphready.harness.targets.hf import factory
 
-    units = factory(model_type=["llama", "mixtral"])
+    units = factory(model_type=["llama", "mixtral"], layers=False)
     assert [(u.name, u.keys) for u in units] == [("llama.step", ("b1", "b4")), ("mixtral.step", ("b1", "b4"))]
     assert all(u.fn.__self__.model is None and u.setup is None for u in units)
     assert [u.name for u in units[0].expand()] == ["llama.step[b1]", "llama.step[b4]"]
-    assert len(factory(all_architectures=True)) == len(_all_types())
+    assert len(factory(all_architectures=True, layers=False)) == len(_all_types())
 
 
 @pytest.mark.parametrize(("model_type", "reason"), [
@@ -177,7 +177,7 @@ def test_a_save_pretrained_checkpoint_is_its_own_architecture(tmp_path):
 
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(small_config("llama")).to(torch.bfloat16).save_pretrained(tmp_path)
-    [unit] = factory(model=str(tmp_path), batch_sizes=[1])
+    [unit] = factory(model=str(tmp_path), batch_sizes=[1], layers=False)
     assert unit.name == "llama.step" and unit.atol == LOW_PRECISION_TOLERANCE
     arch = unit.fn.__self__
     arch.build("cpu")
@@ -290,6 +290,89 @@ def test_the_text_report_ends_with_the_table_and_the_json_carries_the_rows(tmp_p
         "ready", "not ready", "capture fails", "not built", "not built", "step raises", "not checked"]
 
 
+# -- per-layer units and --compile ----------------------------------------------------------------
+@pytest.mark.parametrize(("model_type", "layers"), [
+    ("llama", ["layer0"]),  # every layer alike: one unit
+    ("gemma3_text", ["layer0", "layer1"]),  # sliding, then full attention (one class, two layer_types)
+    ("qwen3_next", ["layer0", "layer1"]),  # linear attention, then full attention
+    ("deepseek_v3", ["layer0", "layer1"]),  # a dense MLP, then the experts
+])
+def test_one_layer_unit_per_distinct_decoder_layer_called_as_the_model_calls_it(model_type, layers):
+    _transformers()
+    import torch
+
+    from graphready.harness.targets.hf import PROMPT, factory
+
+    units = [u for u in factory(model_type=model_type, batch_sizes=[1]) if ".layer" in u.name]
+    assert [u.name for u in units] == [f"{model_type}.{name}" for name in layers]
+    units[0].fn.arch.build("cpu")
+    assert all(u.fn.layer is None for u in units)  # nothing recorded at listing
+    for unit in units:
+        call = unit.fn
+        hidden = unit.make_inputs(1)
+        cache = call.arch.layer_cache(call.index)
+        written = [int(layer.cumulative_length) for layer in cache.layers if hasattr(layer, "cumulative_length")]
+        assert set(written) <= {PROMPT, 0}  # recording put the cache back as the prefill left it
+        assert call.kwargs["past_key_values"] is cache and "position_ids" in call.kwargs
+        out = unit.fn(*hidden)
+        assert out.shape == hidden[0].shape and torch.isfinite(out).all()
+        assert not torch.equal(unit.make_inputs(1)[0], unit.make_inputs(2)[0])
+
+
+def test_the_recorded_call_reproduces_the_models_own_layer_output():
+    """With the hidden states the model gave the layer, the unit's call returns what the model's call did."""
+    _transformers()
+    import torch
+
+    from graphready.harness.targets.hf import factory
+    from graphready.harness.targets.hf_layers import _snapshot, _put_back, decoder_layers, first_tensor
+
+    [unit] = [u for u in factory(model_type="llama", batch_sizes=[1]) if u.name == "llama.layer0"]
+    call = unit.fn
+    call.arch.build("cpu")
+    unit.make_inputs(0)
+    arch = call.arch
+    cache = arch.layer_cache(0)
+    seen = []
+    layer = decoder_layers(arch.model, arch.model.config)[0]
+    handle = layer.register_forward_hook(lambda _m, args, out: seen.append((args[0].clone(), first_tensor(out).clone())))
+    saved = _snapshot(cache)
+    tokens, positions = arch.inputs(0)
+    with torch.no_grad():
+        arch.model(tokens, past_key_values=cache, use_cache=True, position_ids=positions)
+    handle.remove()
+    _put_back(cache, saved)
+    hidden, expected = seen[0]
+    assert torch.allclose(call(hidden), expected, atol=1e-6)
+
+
+def test_an_architecture_that_cannot_be_built_has_a_layer_unit_that_says_why():
+    _transformers()
+    from graphready.harness.targets.hf import NotBuilt, factory
+
+    layer_units = [u for u in factory(model_type="mamba", batch_sizes=[1]) if ".layer" in u.name]
+    assert [u.name for u in layer_units] == ["mamba.layer0"]
+    with pytest.raises(NotBuilt, match="keeps its state elsewhere"):
+        layer_units[0].fn.arch.build("cpu")
+    with pytest.raises(NotBuilt, match="keeps its state elsewhere"):  # the layer unit says so, every time
+        layer_units[0].make_inputs(0)
+
+
+def test_compile_adds_the_step_under_reduce_overhead_which_the_harness_checks_as_compiled():
+    _transformers()
+    from graphready.harness.checks.compiled import eager_callable, uses_compiler_graphs
+    from graphready.harness.targets.hf import factory
+
+    units = factory(model_type=["llama", "mixtral"], batch_sizes=[1, 2], layers=False, compile=True)
+    assert [(u.name, u.keys) for u in units] == [
+        ("llama.step", ("b1", "b2")), ("llama.compiled", ("b1", "b2")),
+        ("mixtral.step", ("b1", "b2")), ("mixtral.compiled", ("b1", "b2"))]
+    step, compiled = units[0], units[1]
+    assert uses_compiler_graphs(compiled.fn) and not uses_compiler_graphs(step.fn)
+    assert eager_callable(compiled.fn) == step.fn  # its Python original is the eager step, on the same caches
+    assert compiled.make_inputs == step.make_inputs
+
+
 # -- the options -----------------------------------------------------------------------------------
 def _args(*argv: str):
     parser = argparse.ArgumentParser()
@@ -303,6 +386,8 @@ def test_hf_options_reach_the_factory(tmp_path):
     assert json.loads(_validate(_args("hf", "--all-architectures", "--batch-sizes", "1,8"))[1]) == {
         "all_architectures": True, "batch_sizes": [1, 8]}
     assert json.loads(_validate(_args("hf", "--model", str(tmp_path)))[1]) == {"model": str(tmp_path.resolve())}
+    assert json.loads(_validate(_args("hf", "--model-type", "llama", "--compile", "--no-layers"))[1]) == {
+        "model_type": ["llama"], "compile": True, "layers": False}
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -312,6 +397,7 @@ def test_hf_options_reach_the_factory(tmp_path):
     (["hf", "--all-architectures", "--batch-sizes", "1,x"], "comma-separated integers"),
     (["hf", "--all-architectures", "--batch-sizes", "0"], "positive"),
     (["dsv4", "--model-type", "llama"], "only to the built-in hf target"),
+    (["dsv4", "--compile"], "only to the built-in hf target"),
 ])
 def test_hf_usage_errors(argv, message):
     with pytest.raises(UsageError, match=message):

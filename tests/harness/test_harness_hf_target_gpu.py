@@ -1,4 +1,5 @@
-"""The built-in `hf` target on a GPU: a dense model is graph-ready, Mistral's and ModernBERT-decoder's
+"""The built-in `hf` target on a GPU: a dense model, its decoder layer and its step under torch.compile are
+graph-ready, Mistral's and ModernBERT-decoder's
 sliding-window counters are GD301 at the transformers line, Mixtral's experts fail capture there, and a
 save_pretrained checkpoint is checked through `--model`. Needs a GPU and transformers.
 """
@@ -30,7 +31,7 @@ def _run(**factory_kwargs):
 
 @pytest.fixture(scope="module")
 def three():
-    return _run(model_type=["llama", "mistral", "mixtral", "modernbert-decoder"], batch_sizes=[1])
+    return _run(model_type=["llama", "mistral", "mixtral", "modernbert-decoder"], batch_sizes=[1], layers=False)
 
 
 def _said(result) -> list[str]:
@@ -80,7 +81,25 @@ def test_a_save_pretrained_checkpoint_is_checked_with_its_own_config(tmp_path_fa
     path = tmp_path_factory.mktemp("tiny-llama")
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(small_config("llama")).save_pretrained(path)
-    results, rows = _run(model=str(path), batch_sizes=[1, 2])
+    results, rows = _run(model=str(path), batch_sizes=[1, 2], layers=False)
     assert sorted(results) == ["llama.step[b1]", "llama.step[b2]"]
     assert all(r.status() == "pass" for r in results.values()), {n: _said(r) for n, r in results.items()}
     assert [(r.architecture, r.verdict) for r in rows] == [("llama", "ready")]
+
+
+@pytest.fixture(scope="module")
+def llama_layers_and_compiled():
+    return _run(model_type=["llama"], batch_sizes=[1], compile=True)
+
+
+def test_a_dense_decoder_layer_called_as_the_model_calls_it_is_graph_ready(llama_layers_and_compiled):
+    results, _ = llama_layers_and_compiled
+    result = results["llama.layer0"]
+    assert result.status() == "pass" and result.capture == "ok", _said(result)
+
+
+def test_the_dense_step_under_reduce_overhead_is_graphed_by_the_compiler_and_right(llama_layers_and_compiled):
+    results, _ = llama_layers_and_compiled
+    result = results["llama.compiled[b1]"]
+    assert result.capture == "ok", (result.notes, _said(result))  # the compiler's graphs, not skipped
+    assert not [f for f in result.findings if f.rule in ("GD301", "GD302", "GD303", "GD201")], _said(result)

@@ -3,8 +3,9 @@
     graphready check hf --model-type llama [--model-type mixtral ...] [--batch-sizes 1,4]
     graphready check hf --all-architectures
     graphready check hf --model PATH        (a checkpoint directory written by save_pretrained)
+    graphready check hf --model-type llama --compile   (also the step under torch.compile reduce-overhead)
 
-One unit per architecture, `<model_type>.step`, checked once per batch size (capture keys `b1`, `b4`:
+Per architecture, the unit `<model_type>.step`, checked once per batch size (capture keys `b1`, `b4`:
 one graph per batch size, as HF decodes, never replayed padded): one decoding step, `model(input_ids,
 position_ids=..., past_key_values=cache, use_cache=True).logits`. transformers 5 keeps the cache
 position in the StaticCache itself (a counter every step advances in place, and a Python int in
@@ -14,7 +15,10 @@ checkpoint's own) and one StaticCache per batch size, prefilled with PROMPT toke
 hold stale values, as in a cache reused across requests), are built at the unit's first `make_inputs`,
 not in a setup: an architecture that cannot be built, keeps no state in the StaticCache, or breaks the
 CUDA context while building costs its own unit (GD201 with the reason, and a fresh worker), never the
-other architectures of its lane.
+other architectures of its lane. Besides the step: `<model_type>.layer<i>`, one per distinct decoder
+layer type, called with the arguments the model gave it (hf_layers), and with `--compile`
+`<model_type>.compiled`, the step under `torch.compile(mode="reduce-overhead")` (its skip reasons and
+graph breaks are GD601/GD602, checks/compiled.py).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ MAX_LEN = 64
 PROMPT = 4  # tokens prefilled at build time, so the cache's lazy allocation happens outside the checks
 BATCH_SIZES = (1, 4)
 STEP = "step"
+COMPILED = "compiled"  # the step under torch.compile(mode="reduce-overhead"), with --compile
 KEY_PREFIX = "b"  # capture keys `b1`, `b4`: one graph per batch size, never replayed padded (as HF decodes)
 # float32 (random weights): replay and eager run the same kernels; a bf16/fp16 checkpoint gets more room.
 FLOAT32_TOLERANCE = 1e-4
@@ -103,6 +108,7 @@ class Architecture:
         self.vocab = 0
         self.takes_positions = False
         self.failure: str | None = None
+        self._layer_caches: dict[int, Any] = {}
 
     # -- building ----------------------------------------------------------------------------------
     def _stage(self, what: str, build):
@@ -182,6 +188,29 @@ class Architecture:
         self.takes_positions = "position_ids" in inspect.signature(model.forward).parameters
         self.model, self.caches = model, caches
 
+    def layer_cache(self, index: int):
+        """A batch-1 StaticCache, prefilled, of layer unit `index`'s own: its calls move neither the steps'
+        caches nor the masks recorded for the other layer units."""
+        if index not in self._layer_caches:
+            self.build()
+            device = next(self.model.parameters()).device
+            try:
+                self._layer_caches[index] = self._prefill(self.model, 1, device)
+            except NotBuilt as exc:
+                raise NotBuilt(f"{self.model_type}: {exc}") from None
+        return self._layer_caches[index]
+
+    def config(self):
+        """The config the model will be built with (small, or the checkpoint's), without building it."""
+        import transformers
+
+        model_class = getattr(transformers, self.class_name)
+        if self.checkpoint is not None:
+            return model_config(model_class, transformers.AutoConfig.from_pretrained(self.checkpoint))
+        from graphready.harness.targets.hf_configs import small_config
+
+        return model_config(model_class, small_config(self.model_type))
+
     # -- the unit ----------------------------------------------------------------------------------
     def inputs(self, seed: int, key: str = f"{KEY_PREFIX}1") -> tuple:
         """New tokens (never the special ids a small config moved to the vocabulary's top) at position PROMPT,
@@ -257,9 +286,28 @@ def architectures(model_type: list[str] | str | None = None, model: str | None =
     return [(t, known[t]) for t in dict.fromkeys(wanted)]
 
 
+def _layer_units(arch: Architecture, tolerance: float) -> list[Unit]:
+    """`<type>.layer<i>`, one per distinct decoder layer type; `layer0` alone when the types cannot be told
+    apart without building (the unit then says why at its first use)."""
+    import transformers
+
+    from graphready.harness.targets.hf_layers import LAYER, LayerCall, distinct_layers
+
+    try:
+        indices = distinct_layers(getattr(transformers, arch.class_name), arch.config())
+    except Exception:  # no small config, a class that cannot be built on the meta device: the build says why
+        indices = [0]
+    calls = [LayerCall(arch, index) for index in indices]
+    return [Unit(f"{arch.model_type}.{LAYER}{call.index}", call, call.inputs, atol=tolerance, rtol=tolerance)
+            for call in calls]
+
+
 def factory(model_type: list[str] | str | None = None, model: str | None = None, all_architectures: bool = False,
-            batch_sizes: list[int] | tuple[int, ...] = BATCH_SIZES) -> list[Unit]:
-    """One `<model_type>.step` unit per architecture, keyed by batch size; nothing is built here."""
+            batch_sizes: list[int] | tuple[int, ...] = BATCH_SIZES, layers: bool = True,
+            compile: bool = False) -> list[Unit]:
+    """Per architecture: `<type>.step` keyed by batch size, `<type>.layer<i>` per distinct decoder layer
+    (`layers`), and `<type>.compiled`, the step under torch.compile(mode="reduce-overhead") (`compile`);
+    nothing is built here."""
     batch_sizes = tuple(dict.fromkeys(int(b) for b in batch_sizes))
     if not batch_sizes or min(batch_sizes) < 1:
         raise UsageError("hf: --batch-sizes must be positive integers")
@@ -269,4 +317,11 @@ def factory(model_type: list[str] | str | None = None, model: str | None = None,
         tolerance = FLOAT32_TOLERANCE if model is None or checkpoint_dtype(model) == "float32" else LOW_PRECISION_TOLERANCE
         keys = tuple(f"{KEY_PREFIX}{batch}" for batch in batch_sizes)
         units.append(Unit(f"{name}.{STEP}", arch.step, arch.inputs, keys=keys, atol=tolerance, rtol=tolerance))
+        if layers:
+            units += _layer_units(arch, tolerance)
+        if compile:
+            import torch
+
+            compiled = torch.compile(arch.step, mode="reduce-overhead")
+            units.append(Unit(f"{name}.{COMPILED}", compiled, arch.inputs, keys=keys, atol=tolerance, rtol=tolerance))
     return units
