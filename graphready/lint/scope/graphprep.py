@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 
 from graphready.lint.scope.attrtypes import is_name, self_attr
+from graphready.lint.scope.resolve import callee_name
 
 
 def prep_kind(method: str) -> str | None:
@@ -130,8 +131,7 @@ def _named_on_capture(method: ast.AST, constructors: dict[str, list[str]]) -> se
             named |= {k.arg for k in node.keywords if k.arg}
             if (name := _setattr_name(node)) is not None:
                 named.add(name)
-            func = node.func  # `Meta(...)`, `backends.Meta(...)`: a class by its capitalised name
-            callee = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            callee = callee_name(node.func)  # `Meta(...)`, `backends.Meta(...)`: a class by its capitalised name
             if node.args and callee and callee[:1].isupper():
                 if callee not in constructors:
                     return None

@@ -16,7 +16,7 @@ from fnmatch import fnmatchcase
 
 from graphready.lint.scope.assume import Facts
 from graphready.lint.scope.astwalk import walk_body
-from graphready.lint.scope.resolve import ImportMap
+from graphready.lint.scope.resolve import ImportMap, callee_name
 
 CAPTURING = "torch.cuda.is_current_stream_capturing"
 NO_CUDA_WHEN_FALSE = {CAPTURING, "torch.cuda.is_available"}  # false: not capturing, or no GPU at all
@@ -176,8 +176,7 @@ def capability_test(call: ast.Call, capability: int) -> bool | None:
     """The value of an engine's GPU-capability test on a GPU of `capability`, or None if it is not one:
     vLLM's `has_device_capability(80)` (at least), `is_device_capability(90)` (exactly),
     `is_device_capability_family(100)` (same major), SGLang's `is_sm90_supported()`, `is_blackwell()`."""
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    name = callee_name(call.func)
     wanted = _capability_arg(call)
     if name == "has_device_capability" and wanted is not None:
         return capability >= wanted

@@ -24,7 +24,7 @@ from graphready.lint.scope.regions import (
     OneTimeFlags, Regions, absent_argument_regions, capture_bodies, falsy_when_captured, function_regions, never_run,
     returns_none, within,
 )
-from graphready.lint.scope.resolve import ImportMap
+from graphready.lint.scope.resolve import ImportMap, callee_name
 from graphready.lint.scope.graphprep import constructor_params, graph_preparation
 from graphready.lint.scope.padding import stale_padded_rows
 from graphready.lint.inference.libraries import PARAMETER_CLASSES, PARAMETER_REGISTRATIONS
@@ -395,8 +395,7 @@ def _parameter_attrs(node: ast.Assign | ast.Call, names: ImportMap) -> set[str]:
     a parameter tensor."""
     if isinstance(node, ast.Assign):
         func = node.value.func if isinstance(node.value, ast.Call) else None
-        last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if last != "Parameter" or names.resolve(func) not in PARAMETER_CLASSES:
+        if callee_name(func) != "Parameter" or names.resolve(func) not in PARAMETER_CLASSES:
             return set()
         return {target.attr for target in node.targets if isinstance(target, ast.Attribute)}
     if (isinstance(node.func, ast.Attribute) and node.func.attr in PARAMETER_REGISTRATIONS and node.args

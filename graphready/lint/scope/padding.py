@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 import re
 
+from graphready.lint.scope.resolve import callee_name, dotted_name
+
 # the real (unpadded) size, by its name: `raw_bs`, `real_num_tokens`, `num_tokens_unpadded`
 REAL = re.compile(r"(?:^|_)(?:raw|real|actual|unpadded)(?:_|$)")
 # what a buffer holds, by its name: locations, indices, positions or lengths, the values kernels address
@@ -171,13 +173,8 @@ def _sizes(body_nodes: list[ast.AST], real: set[str], padded: set[str]) -> tuple
 
 def _dotted(node: ast.AST) -> str | None:
     """`self.a.b` for an attribute chain from `self`."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name) and node.id == "self" and parts:
-        return ".".join(["self", *reversed(parts)])
-    return None
+    name = dotted_name(node) if isinstance(node, ast.Attribute) else None
+    return name if name and name.startswith("self.") else None
 
 
 def _aliases(body_nodes: list[ast.AST]) -> dict[str, str]:
@@ -297,16 +294,9 @@ def _copy_destinations(body_nodes: list[ast.AST]) -> set[str]:
     found = set()
     for node in body_nodes:
         if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
-            func = node.func
-            callee = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            if "copy" in callee.lower():
+            if "copy" in callee_name(node.func).lower():
                 found.add(node.args[0].id)
     return found
-
-
-def _callee(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _handed_on(body_nodes: list[ast.AST], aliases: dict[str, str], real: set[str], padded: set[str],
@@ -336,7 +326,7 @@ def _handed_on(body_nodes: list[ast.AST], aliases: dict[str, str], real: set[str
     for node in body_nodes:
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Return)):
             consider(node.value, node.lineno, True)
-        elif isinstance(node, ast.Call) and (callee := _callee(node)) not in WRITES:  # `dst.copy_(buf)` reads buf
+        elif isinstance(node, ast.Call) and (callee := callee_name(node.func)) not in WRITES:  # `dst.copy_(buf)` reads buf
             holder = callee in BUILDERS or callee[:1].isupper()
             for arg in [*node.args, *(k.value for k in node.keywords)]:
                 consider(arg, node.lineno, holder)

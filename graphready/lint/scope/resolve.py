@@ -74,6 +74,11 @@ def _statements(body: list[ast.stmt]):
                 stack.extend(reversed(block))
 
 
+def callee_name(func: ast.AST | None) -> str:
+    """The last name of what a call calls: `f` for `f(...)` and `obj.f(...)`; "" for anything else."""
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
 def dotted_name(node: ast.AST) -> str | None:
     parts = []
     while isinstance(node, ast.Attribute):
