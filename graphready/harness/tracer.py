@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -51,6 +51,16 @@ def storage_key(t: torch.Tensor) -> tuple[int, int] | None:
 
 def tensors_in(value: Any) -> list[torch.Tensor]:
     return [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+
+
+def written_tensors(func, args: tuple, kwargs: dict) -> Iterator[torch.Tensor]:
+    """The tensors an aten op writes into: its schema's mutable arguments (lists included)."""
+    schema = getattr(func, "_schema", None)
+    for position, argument in enumerate(schema.arguments if schema is not None else ()):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        value = kwargs.get(argument.name) if argument.kwarg_only or position >= len(args) else args[position]
+        yield from tensors_in(value)
 
 
 class OpTracer(TorchDispatchMode):

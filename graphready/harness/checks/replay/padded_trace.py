@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -23,7 +23,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from graphready.harness.blame import call_user
 from graphready.harness.frames import Location, current_user_frame
-from graphready.harness.tracer import storage_key, tensors_in
+from graphready.harness.tracer import storage_key, tensors_in, written_tensors
 
 _TAG = "_graphready_input"
 _INDEX_ARGUMENTS = ("index", "indices")
@@ -61,15 +61,6 @@ def geometry(t: torch.Tensor) -> Geometry | None:
     return None if key is None else (key[0], t.storage_offset(), tuple(t.shape), tuple(t.stride()))
 
 
-def written(func, args: tuple, kwargs: dict) -> Iterator[torch.Tensor]:
-    """The tensors an aten op writes into: its schema's mutable arguments (lists included)."""
-    for position, argument in enumerate(func._schema.arguments):
-        if argument.alias_info is None or not argument.alias_info.is_write:
-            continue
-        value = kwargs.get(argument.name) if argument.kwarg_only or position >= len(args) else args[position]
-        yield from tensors_in(value)
-
-
 @dataclass(frozen=True)
 class Write:
     span: Span
@@ -91,7 +82,7 @@ class PrepTrace(TorchDispatchMode):
         out = call_user(func, *args, **kwargs)
         location = current_user_frame(self.root)
         targets = set()
-        for tensor in written(func, args, kwargs):
+        for tensor in written_tensors(func, args, kwargs):
             where, shape = span(tensor), geometry(tensor)
             if where is not None and shape is not None:
                 self.writes.append(Write(where, shape, location))

@@ -27,7 +27,7 @@ from graphready.harness.blame import call_user
 from graphready.harness.compare import clone_all, first_difference
 from graphready.harness.frames import Location, is_user_file, relative_path
 from graphready.harness.reach import Reached, live_tensors, owner_names, reachable_tensors
-from graphready.harness.tracer import storage_key, tensors_in
+from graphready.harness.tracer import storage_key, tensors_in, written_tensors
 
 _CHUNK_WORDS = 1 << 24  # 128 MiB of int64 words per fingerprint pass, to bound the temporary memory
 _DEVICE_TYPES = ("cuda", "cpu")
@@ -157,15 +157,10 @@ class WriteLocator(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        schema = getattr(func, "_schema", None)
-        for index, argument in enumerate(schema.arguments if schema is not None else ()):
-            if argument.alias_info is None or not argument.alias_info.is_write:
-                continue
-            value = kwargs.get(argument.name) if argument.kwarg_only or index >= len(args) else args[index]
-            for tensor in tensors_in(value):
-                key = storage_key(tensor)
-                if key and key[0] in self.watched and key[0] not in self.sites:
-                    self.sites[key[0]] = _project_frame(self.root)
+        for tensor in written_tensors(func, args, kwargs):
+            key = storage_key(tensor)
+            if key and key[0] in self.watched and key[0] not in self.sites:
+                self.sites[key[0]] = _project_frame(self.root)
         return call_user(func, *args, **kwargs)
 
 
