@@ -125,9 +125,19 @@ class DSV4Model:
     @property
     def weight_bytes_per_token(self) -> int:
         """Weight bytes one decode step reads: every layer, one embedding row, hc_head, norm and the fp32 head."""
+        return sum(self.weight_bytes_by_device.values())
+
+    @property
+    def weight_bytes_by_device(self) -> dict[torch.device, int]:
+        """The same bytes split by the device that reads them (the embedding row on the first, the tail on the
+        last): each device's own roofline when the layers are spread over several."""
         tail = [self.hc_head.fn, self.norm, self.head]
-        row = self.embed.shape[1] * self.embed.element_size() * self.batch
-        return sum(layer.bytes_read for layer in self.layers) + row + sum(t.numel() * t.element_size() for t in tail)
+        by_device = {d: 0 for d in self.devices}
+        for layer, device in zip(self.layers, self.layer_devices):
+            by_device[device] += layer.bytes_read
+        by_device[self.devices[0]] += self.embed.shape[1] * self.embed.element_size() * self.batch
+        by_device[self.devices[-1]] += sum(t.numel() * t.element_size() for t in tail)
+        return by_device
 
     # -- eager path ---------------------------------------------------------------------------------
     def _check_position(self, position: int) -> None:

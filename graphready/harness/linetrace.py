@@ -29,6 +29,7 @@ class SegmentTracer:
         self.current: Location | None = None
         self.library: str | None = None
         self._paths: dict[str, str] = {}
+        self._user: dict[str, bool] = {}  # filename -> is_user_file, asked at every call of the traced step
         self._previous: Any = None
 
     def _location(self, frame: FrameType) -> Location:
@@ -38,23 +39,29 @@ class SegmentTracer:
             path = self._paths[filename] = relative_path(filename, self.root)
         return Location(path, frame.f_lineno)
 
+    def _is_user(self, filename: str) -> bool:
+        user = self._user.get(filename)
+        if user is None:
+            user = self._user[filename] = is_user_file(filename)
+        return user
+
     def _boundary(self, starts: Location | None) -> None:
         self.on_boundary(self.current, self.library)
         self.current, self.library = starts, None
 
     def _caller_line(self, frame: FrameType) -> Location | None:
         caller = frame.f_back
-        while caller is not None and not is_user_file(caller.f_code.co_filename):
+        while caller is not None and not self._is_user(caller.f_code.co_filename):
             caller = caller.f_back
         return None if caller is None else self._location(caller)
 
     def _global(self, frame: FrameType, event: str, arg: Any):
         if event != "call":
             return None
-        if is_user_file(frame.f_code.co_filename):
+        if self._is_user(frame.f_code.co_filename):
             self._boundary(self._location(frame))
             return self._local
-        if frame.f_back is not None and is_user_file(frame.f_back.f_code.co_filename):
+        if frame.f_back is not None and self._is_user(frame.f_back.f_code.co_filename):
             self.library = f"{frame.f_code.co_qualname} ({self._location(frame).path})"
         return None
 
