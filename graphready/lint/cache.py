@@ -1,6 +1,8 @@
 """The per-project cache: file index and rule results keyed by content, so warm runs skip parsing.
 
-One JSON file under `<root>/.graphready_cache/`, read once and written once per run. JSON, not
+One JSON file under `<root>/.graphready_cache/`, read once and written once per run, and a small
+second one holding the last run's whole result under a key of every file's digest and every
+setting: a run where nothing changed reads only that (pre-commit on an untouched tree). JSON, not
 pickle, because linting untrusted pull requests is a documented use: a planted cache file must
 never run code. Plain JSON from the standard library rather than msgpack keeps the install at
 libcst and rich. Every entry is checked against the index classes' type hints when it is used;
@@ -14,6 +16,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from graphready import __version__
 from graphready.lint.analysis.candidate import Candidate
@@ -22,6 +25,8 @@ from graphready.lint.scope.index import ModuleIndex
 
 CACHE_DIR = ".graphready_cache"
 FORMAT = "graphready-lint-cache"
+RUN_FORMAT = "graphready-lint-run"
+Result = TypeVar("Result")
 
 
 @dataclass
@@ -31,11 +36,17 @@ class CacheEntry:
     analysis: dict[str, list[Candidate]] = field(default_factory=dict)  # hot-set key -> rule hits
 
 
-def _code_stamp() -> str:
+def _code_stamp(package: Path = Path(__file__).resolve().parent, pattern: str = "*.py") -> str:
     """Changes whenever the linter's own code does, so a cache never outlives the code that wrote it."""
-    package = Path(__file__).resolve().parent
-    stats = sorted((str(p.relative_to(package)), p.stat().st_size, p.stat().st_mtime_ns) for p in package.rglob("*.py"))
+    stats = sorted((str(p.relative_to(package)), p.stat().st_size, p.stat().st_mtime_ns) for p in package.rglob(pattern))
     return hashlib.blake2b(repr((__version__, stats)).encode(), digest_size=8).hexdigest()
+
+
+def run_stamp(catalog: Path) -> str:
+    """A whole result also depends on the rest of graphready (findings, config, profiles) and on the
+    rule catalog (names, severities)."""
+    package = Path(__file__).resolve().parents[1]
+    return _code_stamp(package, "*.py") + _code_stamp(package, "*.toml") + _code_stamp(catalog, "*.toml")
 
 
 def digest(data: bytes, salt: str) -> str:
@@ -46,12 +57,14 @@ class LintCache:
     def __init__(self, root: Path, enabled: bool):
         self.stamp = _code_stamp()
         self.path = root / CACHE_DIR / f"lint-{self.stamp}.json"
+        self.run_path = root / CACHE_DIR / f"run-{self.stamp}.json"
         self.enabled = enabled
         self.raw: dict[str, object] = {}  # entries as read, decoded on first use
+        self.kept: dict[str, object] = {}  # decoded entries as read
         self.entries: dict[str, CacheEntry] = {}
+        self.changed: set[str] = set()  # entries to encode again on save; the others are written as read
         self.dirty = False
-        if enabled:
-            self.raw = self._load()
+        self.loaded = not enabled  # read on first use: a run whose whole result is cached never needs it
 
     def _load(self) -> dict[str, object]:
         try:
@@ -65,6 +78,8 @@ class LintCache:
         return data["entries"]
 
     def get(self, rel: str, file_digest: str) -> CacheEntry | None:
+        if not self.loaded:
+            self.raw, self.loaded = self._load(), True
         entry = self.entries.get(rel)
         if entry is None and rel in self.raw:
             raw = self.raw.pop(rel)
@@ -75,27 +90,52 @@ class LintCache:
                 self.dirty = True  # rewrite without it
             if entry is not None:
                 self.entries[rel] = entry
+                self.kept[rel] = raw
         return entry if entry is not None and entry.digest == file_digest else None
 
     def put(self, rel: str, entry: CacheEntry) -> None:
+        if not self.loaded:  # entries of other files are kept on save
+            self.raw, self.loaded = self._load(), True
         self.entries[rel] = entry
         self.raw.pop(rel, None)
+        self.changed.add(rel)
         self.dirty = True
 
     def save(self) -> None:
         if not (self.enabled and self.dirty):
             return
         entries = dict(self.raw)
-        entries.update((rel, encode(entry)) for rel, entry in self.entries.items())
+        entries.update((rel, encode(entry) if rel in self.changed else self.kept[rel])
+                       for rel, entry in self.entries.items())
+        self._write(self.path, "lint-", {"format": FORMAT, "stamp": self.stamp, "entries": entries})
+
+    def _write(self, path: Path, prefix: str, document: dict) -> None:
+        """Replace `path` whole (a reader never sees half a file) and drop older files of its kind."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            (self.path.parent / ".gitignore").write_text("*\n")
-            for stale in self.path.parent.glob("lint-*"):
-                if stale != self.path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            (path.parent / ".gitignore").write_text("*\n")
+            for stale in path.parent.glob(f"{prefix}*"):
+                if stale != path:
                     stale.unlink()
-            temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
-            temporary.write_text(json.dumps({"format": FORMAT, "stamp": self.stamp, "entries": entries},
-                                            separators=(",", ":")), encoding="utf-8")
-            temporary.replace(self.path)
+            temporary = path.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_text(json.dumps(document, separators=(",", ":")), encoding="utf-8")
+            temporary.replace(path)
         except (OSError, RecursionError):
             pass  # a read-only checkout still lints, just without a cache
+
+    def run_result(self, key: str, kind: type[Result]) -> Result | None:
+        """The whole result of the last run, if it was made under `key` (every file digest and setting)."""
+        if not self.enabled:
+            return None
+        try:
+            with self.run_path.open("rb") as handle:
+                data = json.load(handle)
+            if not (isinstance(data, dict) and data.get("format") == RUN_FORMAT and data.get("key") == key):
+                return None
+            return decode(kind, data.get("result"))
+        except (OSError, ValueError, TypeError, RecursionError):  # ShapeError is a ValueError
+            return None
+
+    def save_run_result(self, key: str, result: object) -> None:
+        if self.enabled:
+            self._write(self.run_path, "run-", {"format": RUN_FORMAT, "key": key, "result": encode(result)})

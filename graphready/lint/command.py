@@ -16,6 +16,7 @@ from graphready.lint.analysis.candidate import INTERNAL_ERROR
 from graphready.lint.baseline import write_baseline, write_output
 from graphready.lint.engine import Selection
 from graphready.lint.files import SOURCE_SUFFIXES, relative
+from graphready.lint.progress import Progress
 from graphready.lint.projects import Run, lint_projects, shown_path
 from graphready.output import FORMATS, render
 from graphready.output.text import summary_text
@@ -97,8 +98,13 @@ def run(args: argparse.Namespace) -> int:
         return selections[-1]
 
     jobs = args.jobs or min(os.cpu_count() or 1, 8)
-    result = lint_projects(paths, args.config, prepare, jobs=jobs, use_cache=not args.no_cache,
-                           statistics=args.statistics)
+    progress = Progress() if args.format == "text" and sys.stderr.isatty() else None  # never in machine formats
+    try:
+        result = lint_projects(paths, args.config, prepare, jobs=jobs, use_cache=not args.no_cache,
+                               statistics=args.statistics, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
     for path in result.skipped:
         print(f"graphready lint: skipped {path}: not a {', '.join(SOURCE_SUFFIXES)} file", file=sys.stderr)
     if not any(p.result.requested for p in result.projects):

@@ -9,9 +9,11 @@ the schema, so a field added to an index class needs no codec change.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 
@@ -46,6 +48,10 @@ def encode(value: Any) -> Any:
         return sorted(encode(v) for v in value)
     if isinstance(value, dict):
         return {key: encode(v) for key, v in value.items()}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
     return value
 
 
@@ -70,6 +76,12 @@ def _decoder(hint: Any):
         return _mapping(_decoder(args[0]), _decoder(args[1]), hint)
     if hint in (str, int, float, bool):
         return _scalar(hint)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _enum(hint)
+    if hint is Path:
+        return lambda data: Path(_scalar(str)(data))
+    if hint in (dict, list):  # untyped JSON (a summary's counts): any value JSON holds is data
+        return _scalar(hint)
     raise ShapeError(f"no decoder for {hint}")
 
 
@@ -79,6 +91,15 @@ def _scalar(kind: type):
             raise ShapeError(f"{data!r:.40} is not {kind.__name__}")
         return data
     check.kind = kind  # lets containers of scalars check their items in one pass
+    return check
+
+
+def _enum(kind: type[enum.Enum]):
+    def check(data):
+        try:
+            return kind(data)
+        except ValueError:
+            raise ShapeError(f"{data!r:.40} is no {kind.__name__}") from None
     return check
 
 

@@ -9,19 +9,20 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
-from graphready.catalog import load_catalog
+from graphready.catalog import catalog_dir, load_catalog
 from graphready.config import Config
 from graphready.findings import Finding, Severity
 from graphready.lint.baseline import apply_baseline, assign_fingerprints, load_baseline
-from graphready.lint.cache import CacheEntry, LintCache, digest
+from graphready.lint.cache import CacheEntry, LintCache, digest, run_stamp
 from graphready.lint.analysis.candidate import Candidate
 from graphready.errors import InternalError, UsageError
 from graphready.lint.cuda import CUDA_SUFFIXES, scan_cuda
 from graphready.lint.failures import Failure, recorded
 from graphready.lint.analysis.deep import call_deep
 from graphready.lint.files import discover, module_name, relative
+from graphready.lint.progress import Progress
 from graphready.lint.scope.conditions import BranchTests
 from graphready.lint.scope.hotpath import (
     CAPTURE_STEP, HotSet, Project, _matches as matches_root, find_hot, untaken_fallbacks,
@@ -113,11 +114,21 @@ def _whole_project(during: str) -> Iterator[None]:
         raise InternalError.wrap(None, exc, during) from None
 
 
-def _map(function, jobs: list, workers: int) -> list:
+def _map(function, jobs: list, workers: int, advance: Callable[[], None] | None = None) -> list:
+    """`function` over `jobs`, in worker processes where there are enough; `advance` counts each result."""
+    results = []
     if workers > 1 and len(jobs) >= PARALLEL_THRESHOLD:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(function, jobs, chunksize=max(1, len(jobs) // (workers * 4))))
-    return [function(job) for job in jobs]
+            for result in pool.map(function, jobs, chunksize=max(1, len(jobs) // (workers * 4))):
+                results.append(result)
+                if advance is not None:
+                    advance()
+        return results
+    for job in jobs:
+        results.append(function(job))
+        if advance is not None:
+            advance()
+    return results
 
 
 def _one_per_line(hits: list[Candidate]) -> list[Candidate]:
@@ -162,7 +173,8 @@ def _class_fields(project: Project) -> dict[str, dict[str, str]]:
 
 class LintRun:
     def __init__(self, config: Config, selection: Selection, jobs: int = 1, use_cache: bool = True,
-                 statistics: bool = False):
+                 statistics: bool = False, progress: Progress | None = None):
+        self.progress = progress  # counts indexed and analysed files (a bar on a terminal)
         self.config = config
         self.statistics = statistics  # also count what each assume fact made cold (analyses the code it rules out)
         self.selection = selection
@@ -179,13 +191,36 @@ class LintRun:
         sources: list[_Source] = []
         unreadable: dict[str, list[Candidate]] = {}
         for path in files:
-            rel = relative(path, self.config.root)
+            rel = relative(path, self.config.root, resolved=True)
             read = _read(path, rel, self.salt, path in requested)
             if isinstance(read, Candidate):
                 if path in requested:
                     unreadable[rel] = [read]
             else:
                 sources.append(read)
+        key = self._run_key(sources, unreadable)
+        result = self.cache.run_result(key, LintResult)
+        if result is None:
+            result = self._lint(sources, unreadable)
+            if not self.failures:  # a failure may be this machine's (too deep a file): the next run tries again
+                self.cache.save_run_result(key, result)
+        result = replace(result, nested=found.nested, skipped=found.skipped, requested=len(requested))
+        if self.config.baseline is not None:
+            apply_baseline(result.findings, load_baseline(self.config.baseline))
+        return result
+
+    def _run_key(self, sources: list[_Source], unreadable: dict[str, list[Candidate]]) -> str:
+        """Everything a whole result depends on: graphready's code and catalog, every setting, the rules
+        selected, and each file's digest (its bytes and the per-file settings) and whether it was named."""
+        config = replace(self.config, assumptions=[a.label for a in self.config.assumptions],
+                         own_assumptions=[a.label for a in self.config.own_assumptions])  # frozensets: no stable repr
+        stated = repr((run_stamp(catalog_dir()), config, self.selection, self.statistics,
+                       [(s.rel, s.digest, s.requested) for s in sources],
+                       sorted((rel, c[0].message) for rel, c in unreadable.items())))
+        return hashlib.blake2b(stated.encode(), digest_size=16).hexdigest()
+
+    def _lint(self, sources: list[_Source], unreadable: dict[str, list[Candidate]]) -> LintResult:
+        """Everything but the baseline, which is applied to a result read from the cache too."""
         python = [s for s in sources if s.rel.endswith(".py")]
         indexes = self._index(python)
         with _whole_project("finding the hot path"):
@@ -221,8 +256,6 @@ class LintRun:
         # graphready's own failures: never selected away, suppressed, re-graded or baselined
         failed = [self._finding(f.path, f.candidate(), hot, None) for f in self.failures]
         assign_fingerprints(findings + suppressed + failed, {rel: text.splitlines() for rel, text in texts.items()})
-        if self.config.baseline is not None:
-            apply_baseline(findings, load_baseline(self.config.baseline))
         requested_sources = [s for s in sources if s.requested]
         return LintResult(
             findings=sorted(findings + failed, key=Finding.sort_key),
@@ -232,9 +265,6 @@ class LintRun:
             hot_functions=len(hot.chains),
             scope=hot.scope(),
             hot_chains=hot.chains,
-            nested=found.nested,
-            skipped=found.skipped,
-            requested=len(requested),
             failures=self.failures,
             assumptions=assumptions,
         )
@@ -314,6 +344,9 @@ class LintRun:
                 return label
         return ""
 
+    def _phase(self, description: str, jobs: list) -> Callable[[], None] | None:
+        return self.progress.phase(description, len(jobs)) if self.progress is not None else None
+
     # -- phase 1 ---------------------------------------------------------------------------
     def _index(self, sources: list[_Source]) -> dict[str, ModuleIndex]:
         indexes: dict[str, ModuleIndex] = {}
@@ -330,7 +363,7 @@ class LintRun:
         for source in missing:
             module, is_package = module_name(source.rel)
             jobs.append((module, source.rel, source.text, guards, is_package))
-        for (module, *_), source, index in zip(jobs, missing, _map(_index_job, jobs, self.jobs)):
+        for (module, *_), source, index in zip(jobs, missing, _map(_index_job, jobs, self.jobs, self._phase("indexing", jobs))):
             if isinstance(index, Failure):  # the file stays out of the project and out of the cache
                 self.failures.append(index)
                 indexes[source.rel] = ModuleIndex(module=module, path=source.rel)
@@ -391,13 +424,15 @@ class LintRun:
                           host_params, self.config.one_gpu_per_process, pageable_functions, device_fields,
                           parameter_attrs)
             pending.append((source, key, job))
-        for (source, key, _), (hits, failures) in zip(pending, _map(_analyze_job, [p[2] for p in pending], self.jobs)):
+        advance = self._phase("analysing", pending) if cached else None  # --statistics' second pass: no bar
+        for (source, key, _), (hits, failures) in zip(pending, _map(_analyze_job, [p[2] for p in pending], self.jobs,
+                                                                      advance)):
             results[source.rel] = hits
             self.failures += failures
             entry = self.cache.get(source.rel, source.digest) if cached else None
             if entry is not None and not failures:  # a fixed graphready must analyse a failed file again
                 entry.analysis = {key: hits}
-                self.cache.dirty = True
+                self.cache.put(source.rel, entry)
         return results
 
     # -- findings ----------------------------------------------------------------------------
@@ -475,9 +510,10 @@ class LintRun:
 
 
 def lint(config: Config, paths: list[Path], selection: Selection | None = None, jobs: int = 1,
-         use_cache: bool = True, split: bool = True, statistics: bool = False) -> LintResult:
+         use_cache: bool = True, split: bool = True, statistics: bool = False,
+         progress: Progress | None = None) -> LintResult:
     """Lint `paths` of the one project `config` belongs to; with `split`, directories under them
     that are projects of their own are listed in `LintResult.nested`, not linted. `statistics` also
     counts the findings each assume fact took away."""
     return LintRun(config, selection or Selection(config.select, config.ignore), jobs, use_cache,
-                   statistics).run(paths, split)
+                   statistics, progress).run(paths, split)

@@ -34,8 +34,12 @@ def display(path: str) -> str:
         return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
-def relative(path: Path, root: Path) -> str:
-    path = absolute(path)
+def relative(path: Path, root: Path, resolved: bool = False) -> str:
+    """`path` relative to `root`, '/'-separated; `resolved`: the path is one `absolute` gave (a discovered file)."""
+    return _relative_absolute(path if resolved else absolute(path), root)
+
+
+def _relative_absolute(path: Path, root: Path) -> str:
     try:
         return display(path.relative_to(root).as_posix())
     except ValueError:
@@ -71,19 +75,21 @@ class Discovery:
 
 
 def _walk(directory: Path, root: Path, patterns: list[str], nested: list[Path] | None):
-    """Sources under `directory`; with `nested`, stops at (and lists there) other projects."""
+    """Sources under `directory`, as `absolute` gives them; with `nested`, stops at (and lists there) other
+    projects. Each directory is resolved once, not each of its files (`absolute` resolves the parent)."""
     for current, dirs, files in os.walk(directory):
         here = Path(current)
         if nested is not None and here != root and "pyproject.toml" in files and is_project_dir(here):
             nested.append(here)
             dirs[:] = []
             continue
+        real = here.resolve()
         dirs[:] = sorted(d for d in dirs if d not in DEFAULT_EXCLUDES and not d.startswith(".")
-                         and not is_excluded(relative(here / d, root), patterns))
+                         and not is_excluded(_relative_absolute(real / d, root), patterns))
         for name in sorted(files):
             if name.endswith(SOURCE_SUFFIXES):
-                path = here / name
-                if not is_excluded(relative(path, root), patterns):
+                path = real / name
+                if not is_excluded(_relative_absolute(path, root), patterns):
                     yield path
 
 
@@ -97,12 +103,12 @@ def discover(config: Config, paths: list[Path], split: bool = True) -> Discovery
             raise UsageError(f"no such file or directory: {path}")
         if path.is_dir():
             walked = _walk(absolute(path), config.root, config.exclude, found.nested if split else None)
-            found.requested.update(absolute(p) for p in walked)
+            found.requested.update(walked)
         elif not path.name.endswith(SOURCE_SUFFIXES):
             found.skipped.append(path)
         elif not is_excluded(relative(path, config.root), config.exclude):
             found.requested.add(absolute(path))
     elsewhere: list[Path] = []  # other projects met by the project walk: linted only when asked for
-    project = {absolute(p) for p in _walk(config.root, config.root, config.exclude, elsewhere if split else None)}
+    project = set(_walk(config.root, config.root, config.exclude, elsewhere if split else None))
     found.files = sorted(project | found.requested)
     return found

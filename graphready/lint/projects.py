@@ -18,6 +18,7 @@ from graphready.findings import Finding
 from graphready.lint.engine import LintResult, Selection, lint
 from graphready.lint.failures import Failure
 from graphready.lint.files import absolute, display
+from graphready.lint.progress import Progress
 
 
 @dataclass
@@ -66,7 +67,8 @@ def _group(paths: list[Path], config_file: Path | None) -> list[tuple[Config, li
 
 
 def lint_projects(paths: list[Path], config_file: Path | None, prepare: Callable[[Config], Selection],
-                  jobs: int = 1, use_cache: bool = True, statistics: bool = False) -> Run:
+                  jobs: int = 1, use_cache: bool = True, statistics: bool = False,
+                  progress: Progress | None = None) -> Run:
     """Lint every project the paths touch; `prepare` applies command-line overrides to a project's
     config and returns its rule selection. `statistics`: see `lint`."""
     run = Run()
@@ -76,7 +78,7 @@ def lint_projects(paths: list[Path], config_file: Path | None, prepare: Callable
         config, project_paths = pending.pop(0)
         selection = prepare(config)
         result = lint(config, project_paths, selection, jobs=jobs, use_cache=use_cache, split=config_file is None,
-                      statistics=statistics)
+                      statistics=statistics, progress=progress)
         for item in result.findings + result.suppressed + result.failures:  # as the user would type the path
             item.path = shown_path(absolute(config.root / item.path), cwd)
         run.projects.append(ProjectResult(config, result))

@@ -34,7 +34,7 @@ def test_a_planted_pickle_never_runs(tmp_path, monkeypatch, capsys):
 
     cache = LintCache(tmp_path, True)
     cache.path.parent.mkdir()
-    for name in (cache.path.name, cache.path.with_suffix(".pickle").name):  # today's name and pickle's old one
+    for name in (cache.path.name, cache.path.with_suffix(".pickle").name, cache.run_path.name):  # and pickle's old one
         (cache.path.parent / name).write_bytes(payload)
     assert main(["lint", "--format", "json"]) == 1
     assert not marker.exists()
@@ -42,7 +42,8 @@ def test_a_planted_pickle_never_runs(tmp_path, monkeypatch, capsys):
 
     written = json.loads(cache.path.read_text())  # replaced by a plain JSON cache, stale files gone
     assert written["format"] == "graphready-lint-cache" and set(written["entries"]) == {"mod.py"}
-    assert sorted(p.name for p in cache.path.parent.iterdir()) == [".gitignore", cache.path.name]
+    assert sorted(p.name for p in cache.path.parent.iterdir()) == [".gitignore", cache.path.name, cache.run_path.name]
+    assert json.loads(cache.run_path.read_text())["format"] == "graphready-lint-run"
 
 
 def test_entries_of_the_wrong_shape_are_dropped_and_remade(tmp_path, monkeypatch, capsys):
@@ -57,7 +58,29 @@ def test_entries_of_the_wrong_shape_are_dropped_and_remade(tmp_path, monkeypatch
     entry["index"]["functions"]["step"]["lineno"] = "7; import os"  # a string where an int belongs
     entry["analysis"] = {key: [{"rule": "GR101", "line": 1}] for key in entry["analysis"]}
     cache.path.write_text(json.dumps(data))
+    run = json.loads(cache.run_path.read_text())  # the whole result of that run, which this one would reuse
+    run["result"]["findings"] = [{"rule": "GR101", "line": "1"}]  # of the wrong shape: read nothing from it
+    cache.run_path.write_text(json.dumps(run))
     assert main(["lint", "--format", "json"]) == 1
     assert json.loads(capsys.readouterr().out)["findings"] == first
     remade = json.loads(cache.path.read_text())["entries"]["mod.py"]
     assert remade["index"]["functions"]["step"]["lineno"] == 6
+
+
+def test_a_whole_result_is_reused_only_for_the_same_files_and_settings(tmp_path, monkeypatch, capsys):
+    """Nothing changed: the last run's result is read whole; a changed file or setting lints again."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n")
+    (tmp_path / "mod.py").write_text(HOT + "    return x.item()\n")
+    assert main(["lint", "--format", "json"]) == 1
+    first = json.loads(capsys.readouterr().out)["findings"]
+    cache = LintCache(tmp_path, True)
+    cache.path.unlink()  # the per-file cache is not needed when nothing changed
+    assert main(["lint", "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["findings"] == first
+    assert not cache.path.exists()
+    (tmp_path / "mod.py").write_text(HOT + "    y = x * 2\n    return y.item()\n")
+    assert main(["lint", "--format", "json"]) == 1
+    assert [f["line"] for f in json.loads(capsys.readouterr().out)["findings"]] == [first[0]["line"] + 1]
+    assert main(["lint", "--format", "json", "--ignore", "GR101"]) == 0  # a setting is part of the key
+    assert json.loads(capsys.readouterr().out)["findings"] == []

@@ -6,9 +6,11 @@ in it carries, so a reader sees why load-time-looking code is in the decode step
 
 from __future__ import annotations
 
+import functools
+import re
 from collections import deque
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
+from fnmatch import translate
 
 from graphready.lint.scope.attrtypes import looks_like_class
 from graphready.lint.scope.index import CallSite, ClassInfo, FunctionInfo, ModuleIndex
@@ -308,11 +310,35 @@ def _matches(pattern: str, key: str) -> bool:
 
     A qualname glob also matches the methods of a matching class (`*Vision*` covers
     `Qwen2VisionBlock.forward`), so exclusions can name classes."""
+    return _pattern_regex(pattern).fullmatch(key) is not None
+
+
+def _glob(pattern: str) -> str:
+    """fnmatch's regex for a glob, without its `(?s:...)\\Z` wrapper (so several can be joined)."""
+    translated = translate(pattern)
+    return translated[translated.index(":") + 1:translated.rindex(")")]
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    """One regex over the whole key: a key holds one ':', so the module glob cannot run past it."""
+    return re.compile(_pattern_body(pattern), re.DOTALL)
+
+
+def _pattern_body(pattern: str) -> str:
     module_glob, sep, qual_glob = pattern.partition(":")
-    module, _, qualname = key.partition(":")
-    if not fnmatchcase(module, module_glob):
-        return False
-    return not sep or fnmatchcase(qualname, qual_glob)
+    return f"(?:{_glob(module_glob)}):(?:{_glob(qual_glob) if sep else '.*'})"
+
+
+@functools.lru_cache(maxsize=64)
+def _last_match(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The patterns as one alternation, last entry first: a fullmatch takes the first alternative that
+    matches, so its group names the last entry matching (`k` a `!entry`, `d` a plain one)."""
+    if not patterns:
+        return None
+    parts = [f"(?P<{'k' if p.startswith('!') else 'd'}{i}>{_pattern_body(p.removeprefix('!'))})"
+             for i, p in reversed(list(enumerate(patterns)))]
+    return re.compile("|".join(parts), re.DOTALL)
 
 
 def _names_many(pattern: str) -> bool:
@@ -326,14 +352,19 @@ def _excluded(patterns: list[str], key: str) -> bool:
     """Matched by an exclude-roots entry (the function or a class it is in). As in .gitignore, the
     last entry that matches decides: a later `!entry` keeps what an earlier entry dropped, and a later
     plain entry drops again what a `!entry` kept."""
+    regex = _last_match(tuple(patterns))
+    if regex is None:
+        return False
     module, _, qualname = key.partition(":")
     owners = qualname.split(".")
-    candidates = [f"{module}:{'.'.join(owners[:i])}" for i in range(1, len(owners) + 1)]
-    for pattern in reversed(patterns):
-        keep = pattern.startswith("!")
-        if any(_matches(pattern[1:] if keep else pattern, c) for c in candidates):
-            return not keep
-    return False
+    last = None  # (position from the end, drops) of the last entry matching the function or a class it is in
+    for i in range(1, len(owners) + 1):
+        found = regex.fullmatch(f"{module}:{'.'.join(owners[:i])}")
+        if found is not None:
+            rank = int(found.lastgroup[1:])
+            if last is None or rank > last[0]:
+                last = (rank, found.lastgroup[0] == "d")
+    return last is not None and last[1]
 
 
 def _positional_skip(target: FunctionInfo, site: CallSite) -> int | None:
