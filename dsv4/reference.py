@@ -114,8 +114,8 @@ def _walsh_hadamard(x: torch.Tensor) -> torch.Tensor:
 class _Rope:
     """Interleaved RoPE on the trailing dims with one frequency set (optionally YaRN-scaled).
 
-    As the official table: fp32 frequencies 1 / theta^(2i/dim), fp32 angles position * frequency, fp32
-    cos/sin. The table grows in blocks of positions as the decoder advances.
+    As the official table: fp32 frequencies 1 / theta^(2i/dim), fp32 angles position * frequency, cos/sin
+    from `torch.polar`. The table grows in blocks of positions as the decoder advances.
     """
 
     BLOCK = 1024
@@ -139,7 +139,8 @@ class _Rope:
         while position >= self.cos.shape[0]:
             start = self.cos.shape[0]
             angles = torch.arange(start, start + self.BLOCK)[:, None] * self.freqs[None, :]  # fp32
-            self.cos, self.sin = torch.cat([self.cos, angles.cos()]), torch.cat([self.sin, angles.sin()])
+            cis = torch.polar(torch.ones_like(angles), angles)  # cos and sin as the official table rounds them
+            self.cos, self.sin = torch.cat([self.cos, cis.real]), torch.cat([self.sin, cis.imag])
         return self.cos[position], self.sin[position]
 
     def __call__(self, x: torch.Tensor, position: int, inverse: bool = False) -> torch.Tensor:
@@ -265,7 +266,9 @@ class ReferenceDecoder:
         kv = rope(_rmsnorm(self._gemm(x, f"{p}.wkv"), w[f"{p}.kv_norm.weight"], eps), position)
         kv = torch.cat([_fake_fp8(kv[:nope]), kv[nope:]])
         st.window = (st.window + [kv])[-cfg.sliding_window :]
-        keys = list(st.window)
+        # the official kernel's key list: the window oldest first, padded to its size with empty slots, then
+        # the compressed entries (CSA: the indexer's picks in top-k order)
+        layout = st.window + [None] * (cfg.sliding_window - len(st.window))
         if ratio:
             entry = self._compress(x, position, f"{p}.compressor", ratio, hd, st.history, False)
             if entry is not None:
@@ -275,20 +278,10 @@ class ReferenceDecoder:
                                    st.index_history, True)
             if entry is not None:
                 st.index_keys.append(entry)
-            keys += [st.compressed[j] for j in self._index_topk(x, qr, layer, position)]
+            layout += [st.compressed[j] for j in self._index_topk(x, qr, layer, position)]
         elif ratio:
-            keys += st.compressed
-        keys = torch.stack(keys).float()  # oldest window entry first, then the compressed ones
-        # the official sparse-attention kernel: one GEMM of all heads against the keys (fp32 accumulation),
-        # max over the keys only (the sink joins the denominator), the normaliser sums the fp32
-        # exponentials (taken in fp64, so its order cannot matter), P cast to bf16 before P.V
-        queries = torch.stack(queries).float()
-        scores = torch.einsum("bhd,bsd->bhs", queries[None], keys[None])[0] * hd**-0.5
-        sink = w[f"{p}.attn_sink"]
-        top = scores.max(dim=-1).values
-        e = torch.exp(scores - top[:, None])
-        denom = e.double().sum(-1).float() + torch.exp(sink - top)
-        o = torch.einsum("bhs,bsd->bhd", e.to(BF16).float()[None], keys[None])[0] / denom[:, None]
+            layout += st.compressed
+        o = self._sparse_attention(torch.stack(queries).float(), layout, w[f"{p}.attn_sink"])
         outs = [rope(o[h].to(BF16), position, inverse=True) for h in range(cfg.num_attention_heads)]
         group = cfg.num_attention_heads // cfg.o_groups
         wo_a = w[f"{p}.wo_a"]
@@ -297,6 +290,31 @@ class ReferenceDecoder:
             og = torch.cat(outs[g * group : (g + 1) * group])
             z.append(_lin(og, wo_a[g * cfg.o_lora_rank : (g + 1) * cfg.o_lora_rank]))
         return self._gemm(torch.cat(z), f"{p}.wo_b")
+
+    def _sparse_attention(self, queries: torch.Tensor, layout: list, sink: torch.Tensor) -> torch.Tensor:
+        """The official sparse-attention kernel: online softmax over the key list in blocks of 64 (empty slots
+        add nothing), fp32 scores from one GEMM of all heads, P cast to bf16 against the running max, the
+        block's exponentials summed in fp64 and rounded once, the sink in the denominator at the end."""
+        hd = self.cfg.head_dim
+        present = [k for k in layout if k is not None]
+        keys = torch.stack(present).float()
+        scores = torch.einsum("bhd,bsd->bhs", queries[None], keys[None])[0] * hd**-0.5
+        top = torch.full((queries.shape[0],), float("-inf"))
+        denom, acc, first = torch.zeros(queries.shape[0]), torch.zeros(queries.shape), 0
+        for start in range(0, len(layout), 64):
+            n = sum(k is not None for k in layout[start : start + 64])
+            if not n:
+                continue  # the kernel rescales by exp(0) = 1 and adds zeros
+            block, block_keys = scores[:, first : first + n], keys[first : first + n]
+            first += n
+            new_top = torch.maximum(top, block.max(-1).values)
+            rescale = torch.exp(top - new_top)
+            e = torch.exp(block - new_top[:, None])
+            denom = denom * rescale + e.double().sum(-1).float()
+            pv = torch.einsum("bhs,bsd->bhd", e.to(BF16).float()[None], block_keys[None])[0]
+            acc = acc * rescale[:, None] + pv
+            top = new_top
+        return acc / (denom + torch.exp(sink - top))[:, None]
 
     def _index_topk(self, x, qr, layer, position):
         cfg, w, st = self.cfg, self.w, self.state[layer]
@@ -311,8 +329,12 @@ class ReferenceDecoder:
                           for h in range(cfg.index_n_heads)])
         dots = torch.einsum("bhd,bnd->bhn", qs[None], torch.stack(st.index_keys)[None])[0]
         scores = (torch.relu(dots) * head_w[:, None]).sum(0).tolist()
-        order = sorted(range(len(scores)), key=lambda j: -scores[j])  # stable: ties keep the older entry first
-        return order[: min(cfg.index_topk, len(scores))]
+        # CUDA topk (the official code's op): the k-th value by bit order (-0.0 below +0.0), the entries above it
+        # and the lowest-index ones equal to it; listed by value (-0.0 == +0.0), those above the k-th first
+        radix = [(v, math.copysign(1.0, v)) for v in scores]
+        picks = sorted(range(len(scores)), key=lambda j: (-radix[j][0], -radix[j][1]))[: cfg.index_topk]
+        kth = radix[picks[-1]]
+        return sorted(picks, key=lambda j: (-scores[j], radix[j] == kth, j))
 
     # -- MoE -----------------------------------------------------------------------------------------------
     def _swiglu(self, x, prefix, expert=None):

@@ -15,19 +15,32 @@ import torch
 
 from dsv4.layers.compressor import Compressor
 from dsv4.layers.primitives import fp8_fake_quant, hadamard_fp4, norm_rope_tail, rms_norm, rope_tail
-from dsv4.layers.sink_attention import fused_sink_attention
+from dsv4.layers.sink_attention import KEY_BLOCK, fused_sink_attention
 from dsv4.layers.weights import Dense, StackedDense, dense_tensor
 
 
 def top_entries(scores: torch.Tensor, k: int):
-    """Top-k along the last dim with ties going to the older (lower-index) entry.
+    """The official indexer's top-k of bf16 `scores` along the last dim: CUDA `torch.topk` itself on CUDA, the same
+    algorithm in torch ops elsewhere.
 
     Ties are common: scores are bf16 (as the official indexer's), and an entry whose every head product is
-    negative scores exactly 0 after the ReLU. CUDA `topk`, which the official code runs, fills ties at the
-    k-th value in index order; a stable sort gives that set on every device.
+    negative scores exactly 0 after the ReLU. CUDA `topk` finds the k-th value by the radix keys of the bit
+    patterns (-0.0 below +0.0), gathers the entries above it in index order, then those equal to it in index
+    order until k are taken, and sorts the picks by value (-0.0 equal to +0.0; stably for more than 32 picks).
+    Slots not yet written are -inf and last: they change none of this, so the fixed-size call over all slots
+    picks what the official call over the written slots picks.
     """
-    ordered = torch.sort(scores, dim=-1, descending=True, stable=True)
-    return torch.return_types.topk((ordered.values[..., :k], ordered.indices[..., :k]))
+    if scores.is_cuda:
+        return torch.topk(scores, k)
+    bits = scores.view(torch.int16).int()
+    radix = bits ^ ((bits >> 15) & 0x7FFF)  # the bit patterns in value order, -0.0 just below +0.0
+    picks = torch.sort(radix, dim=-1, descending=True, stable=True).indices[..., :k].sort(dim=-1).values
+    keys = radix.gather(-1, picks)
+    at_kth = (keys == keys.amin(-1, keepdim=True)).to(torch.int8)  # gathered after the others
+    picks = picks.gather(-1, torch.sort(at_kth, dim=-1, stable=True).indices)
+    values = scores.gather(-1, picks)
+    picks = picks.gather(-1, torch.sort(values.float(), dim=-1, descending=True, stable=True).indices)
+    return torch.return_types.topk((scores.gather(-1, picks), picks))
 
 
 class Indexer:
@@ -58,7 +71,7 @@ class Indexer:
 
     def scores(self, q: torch.Tensor, w: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """score_j = sum_h w_h relu(q_h . k_j) in bf16 [B, n], as the official indexer (bf16 GEMM, bf16 products
-        and head sum): bf16 scores tie often, and ties go to the older entry (`top_entries`)."""
+        and head sum): bf16 scores tie often (`top_entries` breaks ties as CUDA topk does)."""
         dots = torch.einsum("bhd,bnd->bhn", q, keys)
         return (torch.relu(dots) * w.unsqueeze(-1)).sum(1)
 
@@ -134,20 +147,33 @@ class Attention:
     def attend(self, q: torch.Tensor, keys: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """Softmax with sink over `keys` [B,S,hd] where `valid` [B or 1,S] (None: all); V = K. o [B,H,hd] bf16.
 
-        As the official sparse-attention kernel computes it: the max runs over the keys only (the sink joins
-        the denominator as exp(sink - max)), the denominator sums the fp32 exponentials, and the exponentials
-        are cast to bf16 before the P.V product. The current token's window slot is always valid, so the
-        max is finite. Keys come oldest first, masked ones last, so the P.V sum has the official order.
+        The official sparse-attention kernel's online softmax: fp32 scores, then the keys in blocks of 64 in
+        their order. Per block the running max takes the block's scores, the denominator and the output so far
+        are rescaled by exp(old max - new max), the block's exponentials against the new max join the
+        denominator (their sum taken in fp64 and rounded once: the official order inside a block is its thread
+        layout's, this one cannot depend on order or on masked slots) and, cast to bf16, the P.V product. The
+        sink joins the denominator at the end as exp(sink - max), then one divide. Keys come oldest window entry
+        first (always valid, so the running max is finite from the first block on) and masked ones after the
+        valid ones of their part, so the blocks hold the keys the official kernel's blocks hold.
         """
         scores = torch.einsum("bhd,bsd->bhs", q.float(), keys.float()) * self.head_dim**-0.5
         if valid is not None:
             scores = scores.masked_fill(~valid.unsqueeze(1), float("-inf"))
-        top = scores.amax(-1, keepdim=True)
-        e = torch.exp(scores - top)
-        # the fp32 sum taken in fp64 and rounded once: independent of summation order (and of masked slots)
-        denom = e.double().sum(-1, keepdim=True).float() + torch.exp(self.sink.view(1, -1, 1) - top)
-        o = torch.einsum("bhs,bsd->bhd", e.to(torch.bfloat16).float(), keys.float()) / denom
-        return o.to(torch.bfloat16)
+        values = keys.float()
+        top = scores.new_full(scores.shape[:-1] + (1,), float("-inf"))
+        denom = scores.new_zeros(top.shape)
+        acc = scores.new_zeros(q.shape)
+        for start in range(0, scores.shape[-1], KEY_BLOCK):
+            block = scores[..., start : start + KEY_BLOCK]
+            new_top = torch.maximum(top, block.amax(-1, keepdim=True))
+            rescale = torch.exp(top - new_top)
+            e = torch.exp(block - new_top)
+            denom = denom * rescale + e.double().sum(-1, keepdim=True).float()
+            p = e.to(torch.bfloat16).float()
+            acc = acc * rescale + torch.einsum("bhs,bsd->bhd", p, values[:, start : start + KEY_BLOCK])
+            top = new_top
+        denom = denom + torch.exp(self.sink.view(1, -1, 1) - top)
+        return (acc / denom).to(torch.bfloat16)
 
     def output(self, o: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
         """Inverse RoPE, grouped low-rank wo_a, then wo_b -> [B,D] bf16."""

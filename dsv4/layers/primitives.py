@@ -38,12 +38,13 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.
     return y.to(x.dtype)
 
 
-def rope_frequencies(config, compressed: bool) -> torch.Tensor:
-    """The rope_dim/2 rotation frequencies in fp32, as the official code computes them: ``1 / theta^(2i/dim)``;
-    plain theta for window layers, YaRN-scaled compress theta otherwise."""
+def rope_frequencies(config, compressed: bool, device=None) -> torch.Tensor:
+    """The rope_dim/2 rotation frequencies in fp32 on `device`, as the official code computes them (same ops in
+    the same order, on the model's device): ``1.0 / theta ** (arange(0, dim, 2) / dim)``; plain theta for window
+    layers, YaRN-scaled compress theta otherwise."""
     dim = config.qk_rope_head_dim
     theta = config.compress_rope_theta if compressed else config.rope_theta
-    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32, device=device) / dim))
     scaling = config.rope_scaling or {}
     if not compressed or scaling.get("type", scaling.get("rope_type")) != "yarn":
         return freqs
@@ -57,18 +58,21 @@ def rope_frequencies(config, compressed: bool) -> torch.Tensor:
     high = min(math.ceil(correction_dim(float(scaling.get("beta_slow", 1)))), dim - 1)
     if low == high:
         high += 0.001
-    smooth = 1 - ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    ramp = ((torch.arange(dim // 2, dtype=torch.float32, device=device) - low) / (high - low)).clamp(0, 1)
+    smooth = 1 - ramp
     return freqs / factor * (1 - smooth) + freqs * smooth
 
 
 def make_rope_table(config, compressed: bool, length: int, device) -> torch.Tensor:
-    """cos/sin for positions 0..length-1 as one fp32 tensor [length, 2, rope_dim/2].
+    """cos/sin for positions 0..length-1 as one fp32 tensor [length, 2, rope_dim/2], built on `device`.
 
-    Angles are fp32 products position * frequency (the official table's precision: at position 10^6 an
-    angle carries an error of about 0.06 rad), built on the CPU so every device gets the same table.
+    The official recipe: fp32 angles ``outer(arange(length), freqs)`` (at position 10^6 an angle carries an
+    error of about 0.06 rad), then ``torch.polar(1, angles)``. The official code builds it on the GPU; CUDA's
+    ``pow``, ``cos`` and ``sin`` round differently from the CPU's, so the table is built where the model runs.
     """
-    angles = torch.outer(torch.arange(length), rope_frequencies(config, compressed))
-    return torch.stack([angles.cos(), angles.sin()], dim=1).to(device)
+    angles = torch.outer(torch.arange(length, device=device), rope_frequencies(config, compressed, device))
+    cis = torch.polar(torch.ones_like(angles), angles)
+    return torch.stack([cis.real, cis.imag], dim=1)
 
 
 def apply_rope(x: torch.Tensor, cos_sin: torch.Tensor, inverse: bool = False) -> torch.Tensor:

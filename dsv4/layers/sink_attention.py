@@ -2,17 +2,17 @@
 
 In torch ops one token's attention is ~20 kernels per layer: gathering the keys (an index_select for the
 window, a gather for the indexer's picks, two concatenations), the fp32 casts, the score product, the mask,
-the max, the exponentials, the fp64 denominator, the sink term, the bf16 cast of the probabilities, the P.V
-product and the divide. Here one kernel writes the scores (tiles of heads x keys) and one the output (tiles of
-heads x head dims), so that enough SMs share the work at batch 1; both read the keys straight from the cache
-through the slot list. They keep `Attention.attend`'s arithmetic: fp32 scores from the bf16 operands, the max
-over the keys only, fp32 exponentials (libdevice `expf`, as torch) summed in fp64 and rounded once, the sink
-joining the denominator as exp(sink - max), the probabilities cast to bf16 before the P.V product, fp32
-accumulation, a correctly rounded divide. The max is taken over all keys before any exponential, so nothing is
-rescaled as in an online softmax. Only the two products add in another order (tensor-core tiles instead of
-cuBLAS's fp32 GEMM): a score that moves by an fp32 rounding can flip the bf16 rounding of its probability, so
-outputs agree with the torch form to within a few units in the last place of bf16, not bit for bit. Other
-devices use the torch form.
+the block loop of the online softmax and the divide. Here one kernel writes the scores (tiles of heads x keys)
+and one the output (tiles of heads x head dims), so that enough SMs share the work at batch 1; both read the
+keys straight from the cache through the slot list. The second follows `Attention.attend` (the official
+kernel's online softmax over blocks of `KEY_BLOCK` keys): per block the running max, the rescale
+exp(old - new) of the denominator and of the accumulator, the block's exponentials (libdevice `expf`, as
+torch) summed in fp64 and rounded once, their bf16 copies times the keys; the sink joins the denominator at
+the end, then a correctly rounded divide. The denominator's rescale and add round separately, as torch's two
+ops. Only the products add in another order (tensor-core tiles accumulating into the rescaled output, where
+the torch form adds a separate block product): a score that moves by an fp32 rounding can flip the bf16
+rounding of its probability, so outputs agree with the torch form to within a few units in the last place of
+bf16, not bit for bit. Other devices use the torch form.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ except ImportError:  # CPU-only installs: the torch form is used
     triton = None
 
 BLOCK_H = 16  # heads per program: the smallest tensor-core tile
-BLOCK_S = 32  # keys per program of the score kernel, per step of the sums
+BLOCK_S = 32  # keys per program of the score kernel
+KEY_BLOCK = 64  # keys per step of the online softmax, as the official kernel's blocks
 BLOCK_D = 64  # head dims per program of the sums kernel
 
 if triton is not None:
@@ -53,35 +54,31 @@ if triton is not None:
 
     @triton.jit
     def _sink_sums(scores, cache, slots, sink, out, heads, n_keys, cache_len, slots_stride,
-                   HD: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
-        """o for one tile of heads x head dims: the max over the keys, then the exponentials' fp64 sum and
-        their bf16 copies times the keys, over all keys in order."""
+                   HD: tl.constexpr, BLOCK_H: tl.constexpr, KEY_BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
+        """o for one tile of heads x head dims: the online softmax over the keys in blocks of KEY_BLOCK."""
         b = tl.program_id(0)
         h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
         dims = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D)
         h_ok, d_ok = h < heads, dims < HD
         rows = scores + (b.to(tl.int64) * heads + h)[:, None] * n_keys
-        # element-wise accumulators, reduced after the loops (the max is exact in any order; the fp64 sum of
-        # fp32 terms is rounded once to fp32, as the torch form's `e.double().sum().float()`)
-        tops = tl.full([BLOCK_H, BLOCK_S], float("-inf"), tl.float32)
-        for start in range(0, n_keys, BLOCK_S):
-            keys = start + tl.arange(0, BLOCK_S)
-            s = tl.load(rows + keys[None, :], mask=h_ok[:, None] & (keys < n_keys)[None, :], other=float("-inf"))
-            tops = tl.maximum(tops, s)
-        top = tl.max(tops, axis=1)
-        sums = tl.zeros([BLOCK_H, BLOCK_S], tl.float64)
+        top = tl.full([BLOCK_H], float("-inf"), tl.float32)
+        total = tl.zeros([BLOCK_H], tl.float32)
         acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
-        for start in range(0, n_keys, BLOCK_S):
-            keys = start + tl.arange(0, BLOCK_S)
+        for start in range(0, n_keys, KEY_BLOCK):
+            keys = start + tl.arange(0, KEY_BLOCK)
             present = keys < n_keys
             s = tl.load(rows + keys[None, :], mask=h_ok[:, None] & present[None, :], other=float("-inf"))
-            e = libdevice.exp(s - top[:, None])  # expf, as torch's CUDA exp (tl.exp is an approximation)
-            sums += e.to(tl.float64)
+            new_top = tl.maximum(top, tl.max(s, axis=1))
+            rescale = libdevice.exp(top - new_top)  # expf, as torch's CUDA exp (tl.exp is an approximation)
+            e = libdevice.exp(s - new_top[:, None])
+            block_sum = tl.sum(e.to(tl.float64), axis=1).to(tl.float32)  # as the torch form's fp64 sum
+            total = libdevice.add_rn(libdevice.mul_rn(total, rescale), block_sum)
             slot = tl.load(slots + b * slots_stride + keys, mask=present, other=0)
             k = tl.load(cache + (b.to(tl.int64) * cache_len + slot)[:, None] * HD + dims[None, :],
                         mask=present[:, None] & d_ok[None, :], other=0.0)
-            acc = tl.dot(e.to(tl.bfloat16), k, acc)
-        total = tl.sum(sums, axis=1).to(tl.float32) + libdevice.exp(tl.load(sink + h, mask=h_ok, other=0.0) - top)
+            acc = tl.dot(e.to(tl.bfloat16), k, acc * rescale[:, None])
+            top = new_top
+        total = libdevice.add_rn(total, libdevice.exp(tl.load(sink + h, mask=h_ok, other=0.0) - top))
         o = tl.math.div_rn(acc, total[:, None])
         tl.store(out + (b.to(tl.int64) * heads + h)[:, None] * HD + dims[None, :], o.to(tl.bfloat16),
                  mask=h_ok[:, None] & d_ok[None, :])
@@ -90,7 +87,7 @@ if triton is not None:
 def fused_sink_attention(q: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor, valid: torch.Tensor,
                          sink: torch.Tensor, scale: float) -> torch.Tensor | None:
     """o [B,H,hd] bf16 for queries q [B,H,hd] over the cache rows `slots` [B or 1, S] of `cache` [B,L,hd] where
-    `valid` [B or 1, S], or None where the torch form must run."""
+    `valid` [B or 1, S] (the first slot valid), or None where the torch form must run."""
     if triton is None or not q.is_cuda:
         return None
     batch, heads, head_dim = q.shape
@@ -111,5 +108,5 @@ def fused_sink_attention(q: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
         HD=head_dim, HD_PAD=hd_pad, BLOCK_H=BLOCK_H, BLOCK_S=BLOCK_S, num_warps=4)
     _sink_sums[(batch, head_tiles, triton.cdiv(head_dim, BLOCK_D))](
         scores, cache, slots, sink, out, heads, n_keys, cache.shape[1], stride,
-        HD=head_dim, BLOCK_H=BLOCK_H, BLOCK_S=BLOCK_S, BLOCK_D=BLOCK_D, num_warps=4)
+        HD=head_dim, BLOCK_H=BLOCK_H, KEY_BLOCK=KEY_BLOCK, BLOCK_D=BLOCK_D, num_warps=4)
     return out

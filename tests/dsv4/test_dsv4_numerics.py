@@ -2,8 +2,8 @@
 
 Rules from the official inference code (`inference/kernel.py` act_quant / fp4_act_quant, `model.py`),
 listed in docs/dsv4-numerics.md: FP8 GEMM inputs (e4m3, ue8m0 scale per 128), FP4 fake-quant floor,
-fp32 compressor projections, bf16 query-head norm, fp32 RoPE angles, bf16 indexer scores with ties to the
-older entry, P cast to bf16 before P.V.
+fp32 compressor projections, bf16 query-head norm, the RoPE table (fp32 angles, `torch.polar`), bf16 indexer
+scores picked as CUDA topk picks them, the attention's online softmax over 64-key blocks with P cast to bf16.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dsv4.model import DSV4Model
 from dsv4.reference import ReferenceDecoder
 from dsv4.synth import synthetic_weights
 from dsv4_decode_helpers import one_thread  # noqa: F401
+from official_forms import official_rope_table, online_softmax_by_hand
 
 
 def test_ue8m0_scale_is_the_next_power_of_two_with_the_official_floor():
@@ -164,6 +165,15 @@ def test_rope_angles_are_fp32_products():
     assert abs(table[1_000_000, 0, 1].item() - math.cos(exact)) > 1e-3
 
 
+@pytest.mark.parametrize("compressed", [False, True])
+@pytest.mark.parametrize("name", ["tiny", "flash"])
+def test_rope_table_is_the_official_recipe(name, compressed):
+    """Same ops in the same order on the same device: the same bits (tests/dsv4/test_graphs_gpu.py: on CUDA)."""
+    config = preset(name)
+    table = make_rope_table(config, compressed, 70_000, "cpu")
+    assert torch.equal(table.view(torch.int32), official_rope_table(config, compressed, 70_000, "cpu").view(torch.int32))
+
+
 def test_hadamard_is_the_scaled_walsh_transform():
     x = torch.tensor([1.0, 2.0, 3.0, 4.0])
     assert hadamard(x).tolist() == [5.0, -1.0, -2.0, 0.0]  # H4 x / 2
@@ -180,6 +190,42 @@ def test_indexer_scores_are_bf16_and_ties_keep_the_older_entry():
     scores = indexer.scores(q, w, keys)
     assert scores.dtype == torch.bfloat16 and scores.float().tolist() == [[0.0, 2.015625, 0.0]]
     assert top_entries(scores, 2).indices.tolist() == [[1, 0]]
+
+
+def test_top_k_ranks_minus_zero_below_zero_and_fills_ties_in_index_order():
+    """CUDA topk (the official indexer's op), which `top_entries` runs as torch ops off CUDA: the k-th value by
+    bit order (-0.0 below +0.0), the entries above it, then the lowest-index ones equal to it; the picks sorted
+    by value (-0.0 equal to +0.0), those above the k-th first. -inf slots (not yet written) after the scores
+    change no pick."""
+    s = torch.tensor([[1.0, 0.0, -0.0, 2.0, 0.0, -0.0, 1.0, -1.0]], dtype=torch.bfloat16)
+    assert top_entries(s, 4).indices.tolist() == [[3, 0, 6, 1]]  # the k-th is +0.0: slot 1, not 2
+    assert top_entries(s, 6).indices.tolist() == [[3, 0, 6, 1, 4, 2]]  # the k-th is -0.0: +0.0 above it first
+    padded = torch.cat([s, torch.full((1, 8), float("-inf"), dtype=torch.bfloat16)], dim=1)
+    assert top_entries(padded, 6).indices.tolist() == [[3, 0, 6, 1, 4, 2]]
+    # the k-th is -inf: every zero lies above it, listed in index order whatever its sign
+    assert top_entries(padded, 10).indices[:, :8].tolist() == [[3, 0, 6, 1, 2, 4, 5, 7]]
+
+
+def test_attention_is_the_official_online_softmax_over_64_key_blocks():
+    """Three blocks (the window's two, the compressed entries'), the window not full, one block raising the
+    running max: bit for bit the hand-written official form, and not the one-max form."""
+    _, model = _tiny_model_with({})
+    attn = model.layers[1].attn
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1, attn.heads, attn.head_dim, generator=g).to(torch.bfloat16)
+    keys = torch.randn(1, 128 + 37, attn.head_dim, generator=g).to(torch.bfloat16)
+    keys[0, 140] = (q[0, 0].float() * 0.5).to(torch.bfloat16)  # a compressed entry that raises head 0's max
+    valid = torch.ones(1, keys.shape[1], dtype=torch.bool)
+    valid[0, 90:128] = False  # window slots not yet written
+    got = attn.attend(q, keys, valid)
+    assert torch.equal(got[0], online_softmax_by_hand(q[0], keys[0], valid[0], attn.sink))
+    scores = torch.einsum("bhd,bsd->bhs", q.float(), keys.float()) * attn.head_dim**-0.5
+    scores = scores.masked_fill(~valid.unsqueeze(1), float("-inf"))
+    top = scores.amax(-1, keepdim=True)
+    e = torch.exp(scores - top)
+    denom = e.double().sum(-1, keepdim=True).float() + torch.exp(attn.sink.view(1, -1, 1) - top)
+    one_max = (torch.einsum("bhs,bsd->bhd", e.to(torch.bfloat16).float(), keys.float()) / denom).to(torch.bfloat16)
+    assert not torch.equal(got, one_max)
 
 
 def test_attention_casts_p_to_bf16_and_keeps_the_sink_out_of_the_max():

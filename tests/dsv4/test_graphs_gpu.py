@@ -246,6 +246,53 @@ def test_fused_sink_attention_matches_gathered_keys_and_the_torch_form():
 
 
 @needs_gpu
+@pytest.mark.parametrize("source", ["tied", "zero at the k-th", "indexer"])
+@pytest.mark.parametrize("n, k", [(2048, 512), (4096, 1024), (300, 512)])
+def test_indexer_top_k_is_the_official_cuda_topk_of_the_written_slots(n, k, source):
+    """20 trials of bf16 scores full of ties (+0.0 and -0.0 among them, at the k-th value or not; or the indexer's
+    own scores of FP4 queries and keys): `top_entries` over the fixed-size slot list (-inf past the n written slots; 65536 slots
+    take CUDA's multi-block topk) picks what the official `torch.topk` over the written slots picks, in its
+    order, on CUDA and with the rule written in torch ops on the CPU."""
+    from official_forms import tied_scores
+
+    from dsv4.layers.attention import Indexer, top_entries
+    from dsv4.layers.primitives import hadamard_fp4, make_fp4_tables
+
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    tables = make_fp4_tables("cuda")
+    for trial in range(20):
+        if source != "indexer":
+            scores = tied_scores(n, gen, "cuda", zeros=0.2 if source == "tied" else 0.6)
+        else:
+            q = hadamard_fp4(torch.randn(1, 64, 128, device="cuda", generator=gen).to(torch.bfloat16), tables)
+            keys = hadamard_fp4(torch.randn(1, n, 128, device="cuda", generator=gen).to(torch.bfloat16), tables)
+            w = (torch.randn(1, 64, device="cuda", generator=gen) * 128**-0.5 * 64**-0.5).to(torch.bfloat16)
+            scores = Indexer.scores(None, q, w, keys)
+        official = torch.topk(scores, min(k, n))
+        for slots in (8192, 65536):
+            padded = torch.cat([scores, scores.new_full((1, slots - n), float("-inf"))], dim=1)
+            for picked in (top_entries(padded, k), top_entries(padded.cpu(), k)):
+                assert torch.equal(picked.indices[:, : min(k, n)].cuda(), official.indices), (trial, slots)
+                assert torch.equal(picked.values[:, : min(k, n)].cuda().view(torch.int16),
+                                   official.values.view(torch.int16)), (trial, slots)
+
+
+@needs_gpu
+@pytest.mark.parametrize("compressed", [False, True])
+def test_rope_table_on_cuda_is_the_official_recipe_built_there(compressed):
+    """CUDA's pow, cos and sin round differently from the CPU's: the table built on the GPU, as the official
+    model builds it, equals the official recipe's bits there."""
+    from official_forms import official_rope_table
+
+    from dsv4.config import preset
+    from dsv4.layers.primitives import make_rope_table
+
+    config = preset("flash")
+    table = make_rope_table(config, compressed, 1 << 17, "cuda")
+    assert torch.equal(table.view(torch.int32), official_rope_table(config, compressed, 1 << 17, "cuda").view(torch.int32))
+
+
+@needs_gpu
 def test_fused_compressor_state_write_and_pool_match_the_torch_form():
     """The compressor's slot write and softmax pool as one kernel against the torch ops on CUDA, step by step over
     several windows (HCA: 128 slots; CSA: two halves of 4, alternating): the states bit for bit, the pooled
