@@ -5,10 +5,12 @@ On the GPU machine (the shards may run side by side; the twins are optional, any
     python benchmarks/hf_readiness.py environment > env.json
     graphready check hf --all-architectures --batch-sizes 1 --format json --output check.json [--shard K/N]
     python benchmarks/hf_twins.py --model-type mistral ... --json twins.json
+    python benchmarks/hf_twins.py --model-type mixtral ... --dtype bfloat16 --json twins-bf16.json
 
 then anywhere (no torch needed):
 
-    python benchmarks/hf_readiness.py render check*.json --env env.json --twins twins.json --output docs/hf.md
+    python benchmarks/hf_readiness.py render check*.json --env env.json --twins twins.json \
+        --twins-bf16 twins-bf16.json --output docs/hf.md
 
 The rows are the command's table (hf_table), rebuilt from each run's units and findings so that the page
 follows the table code it ships with; the JSON lists findings by location, so among several findings of
@@ -93,19 +95,39 @@ def _causes(rows: list[Row]) -> str:
                            f"{_cell(brief(g[0].cause))} |\n" for g in shared)
 
 
+def _agrees(row: Row, twin: dict) -> bool:
+    """The same verdict, the same transformers line where the twins' capture raised, and no blocking call in
+    the eager step of an architecture the check calls ready."""
+    where = twin.get("where", row.where) in ("", row.where)
+    return twin_agrees(row.verdict, twin["verdict"]) and where and not (row.verdict == "ready" and twin.get("blocking"))
+
+
 def _twins(rows: list[Row], twins: list[dict]) -> tuple[str, int, int]:
     by_name = {row.architecture: row for row in rows}
-    table = "| architecture | check | twins | twins' line | agree |\n|---|---|---|---|---|\n"
+    table = ("| architecture | check | twins | twins' line | blocking calls (eager step) | agree |\n"
+             "|---|---|---|---|---|---|\n")
     agree = 0
     compared = sorted((t for t in twins if t["architecture"] in by_name), key=lambda t: t["architecture"])
     for twin in compared:
         row = by_name[twin["architecture"]]
-        same = twin_agrees(row.verdict, twin["verdict"]) and twin.get("where", row.where) in ("", row.where)
+        same = _agrees(row, twin)
         agree += same
         said = f"{twin['verdict']} ({twin['cause']})" if twin["verdict"].startswith("wrong") else twin["verdict"]
         table += (f"| {row.architecture} | {row.verdict} | {_cell(said)} | {twin.get('where') or '-'} | "
-                  f"{'yes' if same else '**no**'} |\n")
+                  f"{', '.join(twin.get('blocking', [])) or '-'} | {'yes' if same else '**no**'} |\n")
     return table, agree, len(compared)
+
+
+def _low_precision(rows: list[Row], twins: list[dict]) -> str:
+    """The twins in another dtype (bf16) next to the check's float32 verdict."""
+    by_name = {row.architecture: row for row in rows}
+    table = "| architecture | check (float32) | twins | twins' line |\n|---|---|---|---|\n"
+    for twin in sorted(twins, key=lambda t: t["architecture"]):
+        row = by_name.get(twin["architecture"])
+        said = f"{twin['verdict']} ({twin['cause']})" if twin["verdict"].startswith("wrong") else twin["verdict"]
+        table += (f"| {twin['architecture']} | {row.verdict if row else '-'} | {_cell(said)} | "
+                  f"{twin.get('where') or '-'} |\n")
+    return table
 
 
 def rows_of(doc: dict) -> list[Row]:
@@ -119,7 +141,7 @@ def rows_of(doc: dict) -> list[Row]:
     return architecture_rows(results, Severity.parse(doc["summary"].get("config", {}).get("fail-on", "warning")))
 
 
-def render(docs: list[dict], env: dict, twins: list[dict]) -> str:
+def render(docs: list[dict], env: dict, twins: list[dict], low_precision: list[dict] = ()) -> str:
     """The generated part of the page: the run, the verdict counts, the shared causes, the twins, every row."""
     rows = sorted((row for doc in docs for row in rows_of(doc)), key=lambda row: row.architecture)
     created = min(doc["run"]["created"] for doc in docs)
@@ -138,9 +160,16 @@ def render(docs: list[dict], env: dict, twins: list[dict]) -> str:
         table, agree, compared = _twins(rows, twins)
         out += ["### Against the twins\n",
                 "`benchmarks/hf_twins.py`: two models with the same weights, one decoding eagerly, one replaying a "
-                "graph captured after one warm-up step, 32 greedy steps. Agreeing means the same verdict and, where "
-                f"the twins' capture raised, the same transformers line: {agree} of {compared}.\n",
+                "graph captured after one warm-up step, 32 greedy steps; the warm-up step of the eager twin runs under "
+                "the CUDA runtime trace, which lists its blocking runtime calls. Agreeing means the same verdict, "
+                "where the twins' capture raised the same transformers line, and no blocking call where the check "
+                f"says ready: {agree} of {compared}.\n",
                 table]
+    if low_precision:
+        dtype = low_precision[0].get("dtype", "bfloat16")
+        out += [f"### The twins in {dtype}\n",
+                f"The same twins with {dtype} weights and caches (tolerance 1e-2), next to the check's float32 "
+                "verdict:\n", _low_precision(rows, list(low_precision))]
     out += ["### Every architecture\n", render_markdown(rows)]
     return "\n".join(out)
 
@@ -161,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     make.add_argument("checks", nargs="+", metavar="CHECK_JSON")
     make.add_argument("--env", metavar="FILE", help="the `environment` output")
     make.add_argument("--twins", metavar="FILE", help="benchmarks/hf_twins.py --json output")
+    make.add_argument("--twins-bf16", metavar="FILE", help="the same with --dtype bfloat16")
     make.add_argument("--output", metavar="FILE", help="the page to write, or to update between its markers")
     args = parser.parse_args(argv)
     if args.command == "environment":
@@ -170,11 +200,12 @@ def main(argv: list[str] | None = None) -> int:
         docs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.checks]
         env = json.loads(Path(args.env).read_text(encoding="utf-8")) if args.env else {}
         twins = json.loads(Path(args.twins).read_text(encoding="utf-8")) if args.twins else []
+        low = json.loads(Path(args.twins_bf16).read_text(encoding="utf-8")) if args.twins_bf16 else []
         output = Path(args.output) if args.output else None
         page = output.read_text(encoding="utf-8") if output and output.exists() else ""
     except (OSError, ValueError) as exc:
         parser.error(str(exc))
-    page = place(page, render(docs, env, twins))
+    page = place(page, render(docs, env, twins, low))
     if output:
         output.write_text(page, encoding="utf-8")
     else:

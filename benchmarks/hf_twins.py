@@ -8,11 +8,16 @@ buffers and replays. Restoring tensors is not what happens here: B's Python-leve
 the capture left them, as in any program that replays a graph, while A's advance. Verdicts:
 `capture fails` (the capture raised), `device error` (a replay or a sync raised), `wrong from step
 K` (logits differ by more than the hf target's tolerance), `ready` (every step within it), or
-`not built` (the target's own reason). Each architecture runs in a process of its own, since a
+`not built` (the target's own reason). Twin A's warm-up step runs under the CUDA runtime trace
+(torch.profiler): the runtime calls in it that block the CPU until the GPU drains (a stream or device
+synchronize, a synchronous cudaMemcpy) are listed, whatever the capture then says. `--dtype bfloat16`
+builds both twins in bf16 (with the hf target's low-precision tolerance): the MoE experts' grouped_mm
+takes another path there than in float32. Each architecture runs in a process of its own, since a
 failed capture poisons the CUDA context. Needs a GPU and transformers.
 
     python benchmarks/hf_twins.py --all-architectures --jobs 8 --json twins.json
     python benchmarks/hf_twins.py --model-type llama --model-type mistral
+    python benchmarks/hf_twins.py --model-type mixtral --dtype bfloat16 --json twins-bf16.json
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 STEPS = 32
+# Runtime calls that return only once the GPU has drained (their _v2 / _ptds variants too).
+BLOCKING = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+            "cuCtxSynchronize", "cuStreamSynchronize", "cuMemcpyDtoH")
 
 
 def _where(exc: BaseException) -> str:
@@ -43,14 +51,38 @@ def _said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0][:160]}" if lines else type(exc).__name__
 
 
-def twins(model_type: str, steps: int = STEPS) -> dict:
+def _traced_counts(run) -> dict[str, int]:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        run()
+    counts: dict[str, int] = {}
+    for event in prof.events():
+        base = event.name.split("_v2")[0].split("_pt")[0]
+        if base in BLOCKING:
+            counts[base] = counts.get(base, 0) + 1
+    return counts
+
+
+def blocking_calls(run) -> list[str]:
+    """The blocking CUDA runtime calls `run()` makes, with their counts (`cudaStreamSynchronize x2`), less
+    those the profiler makes around nothing at all (its own cudaDeviceSynchronize when it stops)."""
+    own = _traced_counts(lambda: None)
+    counts = {name: n - own.get(name, 0) for name, n in _traced_counts(run).items()}
+    return [f"{name} x{n}" for name, n in sorted(counts.items()) if n > 0]
+
+
+def twins(model_type: str, steps: int = STEPS, dtype: str = "float32") -> dict:
     """The twins' verdict for one architecture (run in a fresh process)."""
     import torch
 
-    from graphready.harness.targets.hf import FLOAT32_TOLERANCE, PROMPT, Architecture, NotBuilt
+    from graphready.harness.targets.hf import (FLOAT32_TOLERANCE, LOW_PRECISION_TOLERANCE, PROMPT, Architecture,
+                                               NotBuilt)
     from graphready.harness.targets.hf_configs import causal_lm_types
 
-    row = {"architecture": model_type}
+    torch.set_default_dtype(getattr(torch, dtype))  # the weights and the caches the twins build
+    tolerance = FLOAT32_TOLERANCE if dtype == "float32" else LOW_PRECISION_TOLERANCE
+    row = {"architecture": model_type, "dtype": dtype}
     started = time.perf_counter()
     class_name = causal_lm_types()[model_type]
     eager, graphed = (Architecture(model_type, class_name, (1,)) for _ in range(2))
@@ -67,7 +99,7 @@ def twins(model_type: str, steps: int = STEPS) -> dict:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            eager.step(token, position)
+            row["blocking"] = blocking_calls(lambda: eager.step(token, position))
             graphed.step(static_token, static_position)
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
@@ -90,7 +122,7 @@ def twins(model_type: str, steps: int = STEPS) -> dict:
             graph.replay()
             difference = (static_logits.float() - expected.float()).abs().max().item()
             worst = max(worst, difference)
-            if difference > FLOAT32_TOLERANCE * (1 + expected.abs().max().item()):
+            if difference > tolerance * (1 + expected.abs().max().item()):
                 return {**row, "verdict": f"wrong from step {step + 1}", "cause": f"max |diff| {difference:.3g}",
                         "seconds": round(time.perf_counter() - started, 2)}
             token = expected[:, -1].argmax(-1, keepdim=True)
@@ -100,9 +132,9 @@ def twins(model_type: str, steps: int = STEPS) -> dict:
             "seconds": round(time.perf_counter() - started, 2)}
 
 
-def _one(model_type: str, steps: int) -> dict:
+def _one(model_type: str, steps: int, dtype: str) -> dict:
     try:
-        return twins(model_type, steps)
+        return twins(model_type, steps, dtype)
     except Exception as exc:  # anything else the twins raise is this architecture's row, not the run's end
         return {"architecture": model_type, "verdict": "error", "cause": _said(exc), "where": _where(exc)}
 
@@ -113,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-architectures", action="store_true")
     parser.add_argument("--jobs", type=int, default=4)
     parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     from graphready.harness.targets.hf_configs import causal_lm_types
@@ -121,15 +154,17 @@ def main(argv: list[str] | None = None) -> int:
     context = multiprocessing.get_context("spawn")
     rows = []
     with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=context, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(_one, t, args.steps): t for t in types}
+        futures = {pool.submit(_one, t, args.steps, args.dtype): t for t in types}
         for future in concurrent.futures.as_completed(futures):
             try:
                 row = future.result()
             except Exception as exc:  # the process died (a crash in a kernel, say)
                 row = {"architecture": futures[future], "verdict": "process died", "cause": _said(exc)}
             rows.append(row)
-            print(f"{row['architecture']:28} {row['verdict']:18} {row.get('cause', '')} {row.get('where', '')}",
-                  flush=True)
+            if args.json:  # after every row: a run cut short keeps what it found
+                Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+            print(f"{row['architecture']:28} {row['verdict']:18} {row.get('cause', '')} {row.get('where', '')} "
+                  f"{' '.join(row.get('blocking', []))}", flush=True)
     rows.sort(key=lambda r: types.index(r["architecture"]))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")

@@ -3,9 +3,10 @@
 "User code" is everything except torch, the standard library, the harness itself, the GPU
 kernel DSL runtimes and the extension libraries (CuPy) that sit between a user's call and the CUDA
 driver. Cython-compiled code (`.pyx` frames in a traceback) is never user code: its filenames are
-relative to the extension's source tree and name no file the user can edit. A finding may also
-point into another installed package (site-packages, which often sits inside the standard
-library's tree): HF transformers' modeling code is where the hazards of its models are.
+relative to the extension's source tree and name no file the user can edit. Other installed
+packages are user code too (site-packages, which often sits inside the standard library's tree):
+HF transformers' modeling code is where the hazards of its models are. Every check locates with
+this one notion (`is_user_file`), so a finding lands on the same line whichever check makes it.
 """
 
 from __future__ import annotations
@@ -57,7 +58,15 @@ def _package_dirs(names: tuple[str, ...]) -> set[str]:
 
 
 def _library_dirs() -> tuple[str, ...]:
-    dirs = {_HARNESS_DIR} | _package_dirs(_LIBRARY_PACKAGES)
+    """The harness, the standard library and the library packages imported so far. The line tracer asks once per
+    Python call: built afresh (realpath, sysconfig) it cost ~1 ms a call and made a traced dsv4 step 200x slower,
+    so it is cached per set of the packages' files (a library imported later, CuPy say, still joins it)."""
+    return _library_dirs_of(tuple(getattr(sys.modules.get(name), "__file__", None) for name in _LIBRARY_PACKAGES))
+
+
+@functools.lru_cache(maxsize=64)
+def _library_dirs_of(package_files: tuple[str | None, ...]) -> tuple[str, ...]:
+    dirs = {_HARNESS_DIR} | {os.path.realpath(os.path.dirname(file)) for file in package_files if file}
     for key in ("stdlib", "platstdlib"):
         path = sysconfig.get_paths().get(key)
         if path:
@@ -72,6 +81,8 @@ def _under(filename: str, dirs: tuple[str, ...]) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _is_user_file(filename: str, library_dirs: tuple[str, ...]) -> bool:
+    """Outside every directory of `library_dirs` (and not compiled, not synthetic): the code whose globals
+    `checks/pointers/reachable` walks; locating a finding also takes installed packages (`is_user_file`)."""
     if not filename or filename.startswith("<") or filename.endswith(_COMPILED_SUFFIXES):
         return False
     return not _under(filename, library_dirs)
@@ -100,7 +111,8 @@ def _is_located_file(filename: str, library_dirs: tuple[str, ...], site_dirs: tu
 
 
 def is_user_file(filename: str) -> bool:
-    return _is_user_file(filename, _library_dirs())
+    """Where a finding may point: the user's code or an installed package other than the listed libraries."""
+    return _is_located_file(filename, _library_dirs(), _site_dirs())
 
 
 def user_frame(frames: list[traceback.FrameSummary], root: Path | None = None) -> Location | None:
@@ -134,10 +146,9 @@ def extension_frame(frames: list[traceback.FrameSummary]) -> str | None:
     A sync or capture error raised inside CuPy is located at the user's call; this is the detail
     that says which library call it was. None when the innermost frames are user code or torch.
     """
-    library_dirs = _library_dirs()
     extension_dirs = tuple(sorted(_package_dirs(_EXTENSION_PACKAGES)))
     for frame in reversed(frames):
-        if _is_user_file(frame.filename, library_dirs):
+        if is_user_file(frame.filename):
             return None
         compiled = frame.filename.endswith(_COMPILED_SUFFIXES)
         if compiled or (extension_dirs and _under(frame.filename, extension_dirs)):

@@ -49,6 +49,7 @@ from graphready.harness.checks.syncs import sync as sync_check
 from graphready.harness.checks.pointers.alloc_history import start_recording
 from graphready.harness.compare import as_outputs, clone_all, degenerate, first_difference
 from graphready.harness.frames import Location, exception_user_frame, relative_path
+from graphready.harness import host_state
 from graphready.harness.result import UnitResult, make_finding
 from graphready.harness.tracer import OpTracer, storage_key, tensors_in
 from graphready.harness.unit import Unit, callable_location
@@ -103,6 +104,7 @@ class UnitRun:
         self.fn_location = Location(relative_path(path, options.root), line)
         self.pointer_audit: pointer_check.CaptureAudit | None = None
         self.read_paths: rebind_between.ReadPaths | None = None  # GD305 between replays, set after capture
+        self.host0: host_state.Snapshot = []  # the unit's host_state as the state was taken (snapshot_host)
 
     # -- findings --------------------------------------------------------------------------------
     def add(self, rule: str, message: str, location: Location | None, severity: Severity = Severity.ERROR) -> None:
@@ -140,6 +142,13 @@ class UnitRun:
         for current, saved in zip(self.state_tensors(), snapshot):
             if current.shape == saved.shape and current.dtype == saved.dtype:
                 current.copy_(saved)
+        host_state.put_back(self.host0)
+
+    def snapshot_host(self) -> None:
+        """Take the unit's Python-level state (`Unit.host_state`) now, with the state tensors: every
+        restore from here on puts it back."""
+        objects = call_user(self.unit.host_state) if self.unit.host_state is not None else ()
+        self.host0 = host_state.snapshot(objects)
 
     def step(self, inputs: tuple) -> tuple[torch.Tensor, ...]:
         return as_outputs(call_user(self.unit.fn, *inputs))
@@ -213,6 +222,7 @@ def _check(run: UnitRun) -> None:
         # The fresh inputs are made now: after capture, new allocations could land in (and hide) blocks the
         # graph still reads.
         made = _inputs(unit, 0), (_inputs(unit, 1), _inputs(unit, 2)), clone_all(run.state_tensors())
+        run.snapshot_host()
     if made is None:
         raise _Stop()
     static_inputs, fresh_inputs, state0 = made

@@ -41,6 +41,12 @@ class Unit:
     Without it, the harness writes the b real rows over the head of the graph's inputs and leaves
     the rest as the previous replay (a full batch of K rows) left them; only outputs are compared.
     `key` is set by `expand()`: the capture key a per-key unit stands for.
+    `host_state()` returns objects whose plain Python attributes (numbers, flags, None) the step
+    advances outside any tensor (a cache layer's position counter): every restore of the state puts
+    them back as they were when the state was taken. Declare it for a unit whose calls are right
+    with the counter advancing (torch.compile guards the Python value), so that two calls from the
+    same state are compared; a unit the harness captures leaves it out, since the value the graph
+    froze at capture is the hazard its replay check reports (GD301).
     """
 
     name: str
@@ -56,6 +62,7 @@ class Unit:
     loop: Callable[[Callable[..., Any], int], Any] | None = None
     pad_inputs: Callable[[tuple, Any], Any] | None = None
     key: Any = None
+    host_state: Callable[[], Any] | None = None
     origin: str | None = field(default=None, compare=False)  # target spec that built it, if any
 
     def __post_init__(self) -> None:
@@ -69,6 +76,8 @@ class Unit:
             raise TypeError(f"unit {self.name!r}: state must be callable or None")
         if self.setup is not None and not callable(self.setup):
             raise TypeError(f"unit {self.name!r}: setup must be callable or None")
+        if self.host_state is not None and not callable(self.host_state):
+            raise TypeError(f"unit {self.name!r}: host_state must be callable or None")
         self.reaches = tuple(self.reaches)
         if not all(callable(code) for code in self.reaches):
             raise TypeError(f"unit {self.name!r}: reaches must hold callables")

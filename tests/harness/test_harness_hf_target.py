@@ -75,6 +75,29 @@ def test_the_small_configs_keep_what_makes_each_architecture():
     assert small_config("recurrent_gemma").layers_block_type == ["recurrent", "attention"]
 
 
+def test_a_heterogeneous_config_keeps_its_per_layer_sizes_on_the_kept_layers():
+    """Gemma 4 gives its full-attention layers their own head_dim (`per_layer_config`, keyed by layer index),
+    and refuses a plain read of that field on the global config."""
+    _transformers()
+    from graphready.harness.targets.hf_configs import HEAD_DIM, small_config
+
+    config = small_config("gemma4_text").to_dict()
+    assert config["layer_types"] == ["sliding_attention", "full_attention"]
+    assert (config["head_dim"], config["per_layer_config"]) == (HEAD_DIM, {"1": {"head_dim": 2 * HEAD_DIM}})
+
+
+def test_the_zamba_hybrids_keep_two_shared_attention_layers():
+    """A later hybrid layer ties its shared transformer to the first: with one alone transformers cannot
+    build the model; Zamba2's attention also reads the embeddings next to the hidden states (twice as wide)."""
+    _transformers()
+    from graphready.harness.targets.hf_configs import HIDDEN, small_config
+
+    assert small_config("zamba").layers_block_type.count("hybrid") == 2
+    zamba2 = small_config("zamba2")
+    assert (zamba2.hybrid_layer_ids, zamba2.attention_hidden_size) == ([1, 2], 2 * HIDDEN)
+    assert zamba2.mamba_headdim * zamba2.n_mamba_heads == zamba2.mamba_expand * HIDDEN
+
+
 # -- building and decoding -------------------------------------------------------------------------
 def _unit(model_type: str, batch_sizes=(1, 2)):
     from graphready.harness.targets.hf import factory
@@ -280,6 +303,31 @@ def test_the_table_renders_as_text_with_counts_and_as_markdown():
     assert "| llama | ready | - | - |" in markdown
 
 
+def test_the_layer_and_compiled_verdicts_are_columns_of_their_own():
+    def frozen(unit):
+        return make_finding("GD301", "add got the Python value 6 now; the graph froze 5 at capture", unit=unit,
+                            path="/x/transformers/masking_utils.py", line=510)
+
+    skipped = make_finding("GD601", "torch.compile(mode=\"reduce-overhead\") skipped CUDA graphs", unit="m",
+                           path="/x/transformers/cache_utils.py", line=1, severity=Severity.WARNING)
+    not_built = "the unit's make_inputs/state raised NotBuilt: mamba: the prefill kept nothing in the StaticCache"
+    rows = architecture_rows([
+        _result("llama.step[b1]"), _result("llama.layer0"), _result("llama.compiled[b1]"),
+        _result("mistral.step[b1]", frozen("mistral.step[b1]")), _result("mistral.layer0", frozen("mistral.layer0")),
+        _result("mistral.layer1"), _result("mistral.compiled[b1]", skipped, capture="skipped"),
+        _result("mamba.step[b1]", error=not_built, capture=None), _result("mamba.layer0", error=not_built, capture=None),
+        _result("qwen.layer0"),  # no step unit: no row
+    ], Severity.WARNING)
+    assert [(r.architecture, r.verdict, r.layers, r.compiled) for r in rows] == [
+        ("llama", "ready", "ready", "ready"),
+        ("mistral", "not ready", "layer0 not ready GD301", "no graphs"),
+        ("mamba", "not built", "not built", "")]
+    assert render_markdown(rows).startswith("| architecture | verdict | layers | compiled | first cause | where |")
+    assert "| mamba | not built | not built | - |" in render_markdown(rows)
+    assert render_text(rows).splitlines()[0].split()[:4] == ["architecture", "verdict", "layers", "compiled"]
+    assert rows[1].to_json()["layers"] == "layer0 not ready GD301"
+
+
 def test_the_text_report_ends_with_the_table_and_the_json_carries_the_rows(tmp_path):
     results = _table_results()
     rows = architecture_rows(results, Severity.WARNING)
@@ -422,16 +470,20 @@ def test_the_page_is_rebuilt_from_the_json_between_its_markers_and_compared_with
     doc = json.loads(build_report(results, Severity.WARNING, "json", tmp_path, settings={
         "fail-on": "warning", "steps": 4, "jobs": 5, "timeout": 90.0, "all_architectures": True,
         "batch_sizes": [1]}, run={"wall_s": 12.0}))
-    twins = [{"architecture": "llama", "verdict": "ready", "cause": ""},
+    twins = [{"architecture": "llama", "verdict": "ready", "cause": "", "blocking": ["cudaStreamSynchronize x1"]},
              {"architecture": "mistral", "verdict": "wrong from step 2", "cause": "max |diff| 0.1"},
              {"architecture": "mixtral", "verdict": "capture fails", "cause": "",
               "where": "transformers/models/mixtral/modeling_mixtral.py:88"},
              {"architecture": "opt", "verdict": "ready", "cause": ""}]
-    generated = readiness.render([doc], {"transformers": "5.17.0", "torch": "2.11"}, twins)
+    bf16 = [{"architecture": "mixtral", "verdict": "ready", "cause": "max |diff| 0.001 over 32 steps",
+             "dtype": "bfloat16"}]
+    generated = readiness.render([doc], {"transformers": "5.17.0", "torch": "2.11"}, twins, bf16)
     assert "transformers 5.17.0, torch 2.11" in generated
     assert "graphready check hf --all-architectures --batch-sizes 1 --steps 4 --jobs 5 --timeout 90" in generated
-    assert "the same transformers line: 3 of 4." in generated
-    assert "| opt | not checked | ready | - | **no** |" in generated
+    assert "no blocking call where the check says ready: 2 of 4." in generated
+    assert "| llama | ready | ready | - | cudaStreamSynchronize x1 | **no** |" in generated  # ready, yet it syncs
+    assert "| opt | not checked | ready | - | - | **no** |" in generated
+    assert "### The twins in bfloat16" in generated and "| mixtral | capture fails | ready |" in generated
     assert "| mistral | not ready | GD301 add got the Python value 6 now" in generated
     page = readiness.place("# Title\n\nhand-written\n", generated)
     assert page.startswith("# CUDA-graph readiness") and readiness.BEGIN in page  # no markers: a new page

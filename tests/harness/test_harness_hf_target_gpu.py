@@ -31,7 +31,8 @@ def _run(**factory_kwargs):
 
 @pytest.fixture(scope="module")
 def three():
-    return _run(model_type=["llama", "mistral", "mixtral", "modernbert-decoder"], batch_sizes=[1], layers=False)
+    return _run(model_type=["llama", "mistral", "mixtral", "modernbert-decoder", "recurrent_gemma"], batch_sizes=[1],
+                layers=False)
 
 
 def _said(result) -> list[str]:
@@ -71,6 +72,30 @@ def test_the_experts_loop_fails_capture_at_a_transformers_line(three):
     assert any("/transformers/" in f.path for f in result.findings), _said(result)
     row = next(r for r in rows if r.architecture == "mixtral")
     assert row.verdict == "capture fails" and row.where.startswith("transformers/")
+
+
+def test_a_recurrent_state_re_bound_in_transformers_is_located_there(three):
+    """RecurrentGemma assigns new tensors to its recurrent states each step (GD305), and its graph keeps
+    pointers into buffers freed since capture (GD307): both at transformers' lines, not the target's call."""
+    results, _ = three
+    result = results["recurrent_gemma.step[b1]"]
+    for rule in ("GD305", "GD307"):
+        found = [f for f in result.findings if f.rule == rule]
+        assert found and all("/transformers/" in f.path for f in found), _said(result)
+
+
+@pytest.fixture(scope="module")
+def mistral_compiled():
+    return _run(model_type=["mistral"], batch_sizes=[1], layers=False, compile=True)
+
+
+def test_the_compiled_sliding_window_step_is_right_while_the_captured_one_freezes_the_offset(mistral_compiled):
+    """torch.compile guards the sliding-window layer's Python offset: its calls, restored with the offset
+    (`host_state`), agree; the graph captured by hand froze the offset (GD301)."""
+    results, _ = mistral_compiled
+    compiled, captured = results["mistral.compiled[b1]"], results["mistral.step[b1]"]
+    assert not [f for f in compiled.findings if f.rule in ("GD201", "GD301", "GD303")], _said(compiled)
+    assert any(f.rule == "GD301" and "the graph froze" in f.message for f in captured.findings), _said(captured)
 
 
 def test_a_save_pretrained_checkpoint_is_checked_with_its_own_config(tmp_path_factory):

@@ -131,6 +131,17 @@ def test_allocation_stack_names_the_innermost_user_frame():
     assert alloc_history.user_location([{"filename": TORCH_FILE, "line": 3}]) is None
 
 
+def test_a_buffer_made_in_an_installed_package_is_located_at_its_line():
+    """HF transformers' cache allocates in site-packages (inside the standard library's tree on most Pythons):
+    GD307 names that line, as the op-level checks do, not the user's call into the model."""
+    import sysconfig
+
+    installed = next(Path(p) for p in map(sysconfig.get_paths().get, ("purelib", "platlib")) if p)
+    cache = {"filename": str(installed / "transformers" / "cache_utils.py"), "line": 434, "name": "lazy_init"}
+    location = alloc_history.user_location([{"filename": TORCH_FILE, "line": 1}, cache, {"filename": HERE, "line": 42}])
+    assert location.line == 434 and location.path.endswith("transformers/cache_utils.py")
+
+
 def test_the_library_line_inside_the_users_call_is_named_too():
     """`model.to(device)` or a model's first forward is one user line; the buffer was made deeper."""
     import graphready.harness.targets.dsv4 as built_in  # harness code: a library, not the user's

@@ -12,7 +12,7 @@ import torch
 from graphready.harness.checks.capture import cuda_error_name
 from graphready.harness.checks.memory import keeps_growing
 from graphready.harness.compare import as_outputs, degenerate, first_difference
-from graphready.harness.frames import relative_path, user_frame
+from graphready.harness.frames import is_user_file, relative_path, user_frame
 from graphready.harness.tracer import OpTracer, first_divergence
 
 
@@ -92,6 +92,8 @@ def test_an_installed_package_other_than_torch_is_where_a_finding_points(tmp_pat
     ]
     assert user_frame(frames, tmp_path).line == 321
     assert user_frame([frames[0], *frames[2:]], tmp_path).line == 7
+    # one notion for every check: the line tracer (GD305) and the allocation stacks (GD307) stop there too
+    assert is_user_file(str(modeling)) and not is_user_file(torch.__file__) and not is_user_file(json.__file__)
 
 
 def test_relative_path_outside_the_root_stays_absolute(tmp_path):

@@ -18,7 +18,8 @@ CUDA context while building costs its own unit (GD201 with the reason, and a fre
 other architectures of its lane. Besides the step: `<model_type>.layer<i>`, one per distinct decoder
 layer type, called with the arguments the model gave it (hf_layers), and with `--compile`
 `<model_type>.compiled`, the step under `torch.compile(mode="reduce-overhead")` (its skip reasons and
-graph breaks are GD601/GD602, checks/compiled.py).
+graph breaks are GD601/GD602, checks/compiled.py), whose restores also put back the cache layers'
+Python counters (`Unit.host_state`).
 """
 
 from __future__ import annotations
@@ -211,6 +212,14 @@ class Architecture:
 
         return model_config(model_class, small_config(self.model_type))
 
+    def cache_layers(self) -> list:
+        """The layers of the steps' StaticCaches, whose Python counters the compiled unit's restores put back.
+
+        The compiler guards a sliding-window layer's Python offset, so a compiled step is right as the
+        counter advances; two of its calls compared "from the same state" must start from the same count.
+        The captured step leaves them to advance: the offset its graph froze is what GD301 reports."""
+        return [layer for cache in self.caches.values() for layer in cache.layers]
+
     # -- the unit ----------------------------------------------------------------------------------
     def inputs(self, seed: int, key: str = f"{KEY_PREFIX}1") -> tuple:
         """New tokens (never the special ids a small config moved to the vocabulary's top) at position PROMPT,
@@ -323,5 +332,6 @@ def factory(model_type: list[str] | str | None = None, model: str | None = None,
             import torch
 
             compiled = torch.compile(arch.step, mode="reduce-overhead")
-            units.append(Unit(f"{name}.{COMPILED}", compiled, arch.inputs, keys=keys, atol=tolerance, rtol=tolerance))
+            units.append(Unit(f"{name}.{COMPILED}", compiled, arch.inputs, keys=keys, atol=tolerance, rtol=tolerance,
+                              host_state=arch.cache_layers))
     return units

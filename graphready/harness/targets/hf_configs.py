@@ -64,12 +64,15 @@ _UNSET = {"head_dim": HIDDEN // HEADS, "num_key_value_heads": HEADS}
 _LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers", "num_decoder_layers")
 _OTHER_STACKS = ("encoder_layers", "num_encoder_layers")  # an encoder-decoder family's other stack: as short
 _LAYER_TYPES = ("layer_types", "layers_block_type", "block_types", "hybrid_override_pattern")
+_PER_LAYER = "per_layer_config"  # a heterogeneous config's overrides by layer index (Gemma 4)
 
 # What the generic rules cannot guess. "layers": indices of the default layers to keep.
 FAMILY: dict[str, dict[str, Any]] = {
     # hybrids whose defaults put the attention layers (and experts) where two layers never reach
     "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1},
-    "zamba": {"attn_layer_period": 2, "attn_layer_offset": 1},
+    # two hybrid layers: the later ones tie their shared transformer to the first, which one alone cannot
+    "zamba": {"attn_layer_period": 2, "attn_layer_offset": 1, "layers": [0, 2, 7]},
+    "zamba2": {"layers": [0, 6, 12], "attention_hidden_size": 2 * HIDDEN, "attention_head_dim": 2 * HIDDEN // HEADS},
     "bamba": {"attn_layer_indices": [1]},
     "granitemoehybrid": {"layer_types": ["mamba", "attention"]},
     # defaults with no experts at all
@@ -170,6 +173,21 @@ def _shrunk_layers(fields: dict[str, Any], overrides: dict[str, Any], keep: list
         elif (name.endswith(("_layers", "_idxs", "_indices", "_layer_ids")) and isinstance(value, (list, tuple))
               and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
             overrides[name] = [renumber[v] for v in value if v in renumber]
+        elif name == _PER_LAYER and isinstance(value, dict):
+            overrides[name] = {str(renumber[int(i)]): _per_layer_sizes(sizes, fields)
+                               for i, sizes in value.items() if int(i) in renumber}
+
+
+def _per_layer_sizes(sizes: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """One layer's overrides of a heterogeneous config, shrunk in proportion to the global size they replace
+    (Gemma 4's full-attention layers keep twice the head_dim of its sliding ones)."""
+    shrunk = dict(sizes)
+    for name, value in sizes.items():
+        if name in _FIXED and isinstance(value, int) and not isinstance(value, bool) and value > _FIXED[name]:
+            base = fields.get(name)
+            ratio = value // base if isinstance(base, int) and base > 0 else 1
+            shrunk[name] = _FIXED[name] * max(ratio, 1)
+    return shrunk
 
 
 def _token_ids(fields: dict[str, Any], vocab: int, overrides: dict[str, Any]) -> None:
@@ -208,10 +226,34 @@ def _sizes(fields: dict[str, Any], derived: set[str], overrides: dict[str, Any])
     if all(isinstance(fields.get(n), int) for n in ("expand", "num_heads", "head_dim")):  # Mamba2's heads
         hidden = overrides.get("hidden_size", fields.get("hidden_size", HIDDEN))
         overrides["num_heads"] = fields["expand"] * hidden // overrides.get("head_dim", fields["head_dim"])
+    if all(isinstance(fields.get(n), int) for n in ("mamba_expand", "n_mamba_heads", "mamba_headdim")):  # Zamba2's
+        hidden = overrides.get("hidden_size", fields.get("hidden_size", HIDDEN))
+        heads = overrides.get("n_mamba_heads", fields["n_mamba_heads"])
+        overrides["mamba_headdim"] = fields["mamba_expand"] * hidden // heads
+
+
+def _read(config, name: str, fallback: Any = None) -> Any:
+    """A field's global value. A heterogeneous config refuses plain reads of its per-layer fields (Gemma 4's
+    head_dim); its own unchecked read gives the global value the class was built with."""
+    read = getattr(config, "_getattr_without_heterogeneous_validation", None)
+    try:
+        return read(name) if read is not None else getattr(config, name)
+    except AttributeError:
+        return fallback
+
+
+def _fields(config) -> dict[str, Any]:
+    """The config's fields by name, the per-layer overrides as the dict the class takes (`to_dict`'s)."""
+    data = config.to_dict()
+    missing = object()
+    fields = {name: value for name in data if (value := _read(config, name, missing)) is not missing}
+    if isinstance(data.get(_PER_LAYER), dict):
+        fields[_PER_LAYER] = data[_PER_LAYER]
+    return fields
 
 
 def _overrides(default, family: dict[str, Any]) -> dict[str, Any]:
-    fields = {name: getattr(default, name) for name in default.to_dict() if hasattr(default, name)}
+    fields = _fields(default)
     family = dict(family)
     overrides: dict[str, Any] = {}
     _sizes(fields, _derived(type(default)), overrides)
@@ -235,7 +277,7 @@ def shrink(default, family: dict[str, Any] | None = None):
     config = config_class(**_overrides(default, family or {}))
     # the modeling code reads `getattr(config, "head_dim", hidden // heads)`, which a None left there defeats
     unset = {name: value for name, value in _UNSET.items()
-             if name in config.to_dict() and getattr(config, name, 0) is None}
+             if name in config.to_dict() and _read(config, name, 0) is None}
     return config_class(**_overrides(default, {**unset, **(family or {})})) if unset else config
 
 

@@ -1,4 +1,5 @@
-"""The `hf` target's closing table: one row per architecture, from the results of its `<type>.step[B]` units.
+"""The `hf` target's closing table: one row per architecture, from the results of its `<type>.step[B]` units,
+with the verdicts of its `<type>.layer<i>` units and of `<type>.compiled` (--compile) in columns of their own.
 
 Verdicts: `ready` (every batch size captured, replayed right and raised nothing), `capture fails`,
 `not ready` (captured, with findings), `step raises` (the eager step itself raised), `not built`
@@ -8,6 +9,9 @@ size with a finding at or above `fail_on`: the capture's own error when it faile
 such finding located in transformers (not left at the target's call by a check that could not place
 it), else the first; its location is shortened to `transformers/...`. The JSON keeps its message
 whole; the table cells keep the part that says why (a replay mismatch's explanation), cut short.
+The layers cell is `ready` when every layer unit is, else each other layer with its verdict and rule
+(`layer1 not ready GD301`); the compiled cell is the compiled step's verdict, `no graphs` where the
+compiler skipped CUDA graphs (GD601). Both columns appear only when a row has such units.
 No torch import: the report side uses it.
 """
 
@@ -28,6 +32,9 @@ _MISMATCH = "replay differs from eager on the same inputs and state: "
 _CAPTURE_FAILED = "capture failed"  # GD201's opening when the capture raised (checks/capture.py)
 _LIBRARY = "/transformers/"
 COLUMNS = ("architecture", "verdict", "first cause", "where")
+UNIT_COLUMNS = ("layers", "compiled")  # after the verdict, when any row has them
+_KIND = re.compile(r"step|compiled|layer\d+")
+_RULE = re.compile(r"GD\d{3}")
 
 
 @dataclass
@@ -37,10 +44,12 @@ class Row:
     cause: str = ""
     where: str = ""
     keys: str = ""  # the batch sizes checked, with the failing ones marked
+    layers: str = ""  # the layer units' verdicts ("" when none ran)
+    compiled: str = ""  # the compiled step's verdict ("" without --compile)
 
     def to_json(self) -> dict:
         return {"architecture": self.architecture, "verdict": self.verdict, "cause": self.cause,
-                "where": self.where, "keys": self.keys}
+                "where": self.where, "keys": self.keys, "layers": self.layers, "compiled": self.compiled}
 
 
 def short_path(path: str, line: int) -> str:
@@ -50,10 +59,11 @@ def short_path(path: str, line: int) -> str:
     return f"{path}:{line}"
 
 
-def _architecture(name: str) -> str | None:
+def _unit_kind(name: str) -> tuple[str, str] | None:
+    """(architecture, `step` | `compiled` | `layer<i>`) of an hf unit name, None for any other unit."""
     base, _ = key_of(name)
-    base = base or name
-    return base[: -len(".step")] if base.endswith(".step") else None
+    architecture, dot, kind = (base or name).rpartition(".")
+    return (architecture, kind) if dot and _KIND.fullmatch(kind) else None
 
 
 def _row(architecture: str, results: list, fail_on: Severity) -> Row:
@@ -85,14 +95,44 @@ def _row(architecture: str, results: list, fail_on: Severity) -> Row:
     return Row(architecture, "ready", "", "", keys)
 
 
+def _said(row: Row) -> str:
+    """A verdict with the rule behind it (`not ready GD301`), for the layers and compiled cells."""
+    rule = row.cause.split(" ", 1)[0]
+    return f"{row.verdict} {rule}" if _RULE.fullmatch(rule) else row.verdict
+
+
+def _compiled_cell(results: list, fail_on: Severity) -> str:
+    if not results:
+        return ""
+    if any(r.capture == "skipped" or any(f.rule == "GD601" for f in r.findings) for r in results):
+        return "no graphs"
+    return _said(_row("", results, fail_on))
+
+
+def _layers_cell(layers: dict[str, list], fail_on: Severity) -> str:
+    rows = {kind: _row("", results, fail_on) for kind, results in layers.items()}
+    verdicts = {row.verdict for row in rows.values()}
+    if len(verdicts) == 1 and verdicts & {"ready", "not built"}:
+        return verdicts.pop()
+    return ", ".join(f"{kind} {_said(row)}" for kind, row in rows.items() if row.verdict != "ready")
+
+
 def architecture_rows(results: list, fail_on: Severity = Severity.WARNING) -> list[Row]:
-    """One row per architecture among `results` (UnitResult), in the order the units ran."""
-    grouped: dict[str, list] = {}
+    """One row per architecture with a step unit among `results` (UnitResult), in the order the units ran."""
+    grouped: dict[str, dict[str, list]] = {}
     for result in results:
-        architecture = _architecture(result.name)
-        if architecture is not None:
-            grouped.setdefault(architecture, []).append(result)
-    return [_row(architecture, group, fail_on) for architecture, group in grouped.items()]
+        found = _unit_kind(result.name)
+        if found is not None:
+            grouped.setdefault(found[0], {}).setdefault(found[1], []).append(result)
+    rows = []
+    for architecture, kinds in grouped.items():
+        if "step" not in kinds:
+            continue
+        row = _row(architecture, kinds["step"], fail_on)
+        row.layers = _layers_cell({k: v for k, v in kinds.items() if k.startswith("layer")}, fail_on)
+        row.compiled = _compiled_cell(kinds.get("compiled", []), fail_on)
+        rows.append(row)
+    return rows
 
 
 def brief(cause: str) -> str:
@@ -104,17 +144,24 @@ def brief(cause: str) -> str:
     return cause if len(cause) <= CAUSE_CHARS else cause[: CAUSE_CHARS - 3] + "..."
 
 
-def _cells(row: Row) -> tuple[str, ...]:
-    cause = brief(row.cause)
-    return (row.architecture, row.verdict, cause or "-", row.where or "-")
+def _columns(rows: list[Row]) -> tuple[str, ...]:
+    extra = tuple(name for name in UNIT_COLUMNS if any(getattr(row, name) for row in rows))
+    return (*COLUMNS[:2], *extra, *COLUMNS[2:])
+
+
+def _cells(row: Row, columns: tuple[str, ...]) -> tuple[str, ...]:
+    cells = {"architecture": row.architecture, "verdict": row.verdict, "layers": row.layers or "-",
+             "compiled": row.compiled or "-", "first cause": brief(row.cause) or "-", "where": row.where or "-"}
+    return tuple(cells[name] for name in columns)
 
 
 def render_text(rows: list[Row]) -> str:
     """The table as aligned plain text, with a count of each verdict."""
     if not rows:
         return ""
-    cells = [COLUMNS, *map(_cells, rows)]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS) - 1)]
+    columns = _columns(rows)
+    cells = [columns, *(_cells(row, columns) for row in rows)]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(columns) - 1)]
     lines = ["  ".join(c[i].ljust(widths[i]) for i in range(len(widths))) + "  " + c[-1] for c in cells]
     counts: dict[str, int] = {}
     for row in rows:
@@ -128,6 +175,7 @@ def render_markdown(rows: list[Row]) -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cell(c) for c in _cells(row)) + " |" for row in rows]
+    columns = _columns(rows)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(c) for c in _cells(row, columns)) + " |" for row in rows]
     return "\n".join(lines) + "\n"

@@ -45,7 +45,7 @@ def user_location(frames: Iterable[dict[str, Any]], root: Path | None = None) ->
 
 def library_line(frames: Iterable[dict[str, Any]]) -> str | None:
     """`file:line in function` of the library code between the allocation and the innermost user frame:
-    the innermost frame outside torch and the standard library (transformers' cache, say), else the
+    the innermost frame outside torch and the standard library (a built-in target's cache, say), else the
     innermost frame (torch's own). None when the allocation came straight from user code, or from
     no user code at all (the harness)."""
     inside = []

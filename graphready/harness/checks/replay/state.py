@@ -197,6 +197,7 @@ def settle(run, static_inputs: tuple, fresh_inputs: tuple, state0: tuple) -> tup
             run.state_fn = lambda: tensors
             run.result.notes.append("state discovered: " + ", ".join(item.path for item in found))
             state0 = clone_all(tensors)
+            run.snapshot_host()
         del watched
 
     def step():
