@@ -43,33 +43,21 @@ def test_the_plain_attributes_are_put_back_and_tensors_are_left_alone():
     assert isinstance(layer.lazy, torch.Tensor)  # a tensor made since the snapshot is not replaced by None
 
 
-def test_every_restore_of_the_unit_run_puts_the_counter_back():
+@pytest.mark.parametrize("declared, outputs", [(True, [7.0, 7.0]), (False, [7.0, 9.0])])
+def test_every_restore_puts_the_counter_back_only_when_declared(declared, outputs):
+    """Undeclared, the second call starts from a count of 2: not the same state as the first."""
     layer = SlidingLayer()
     unit = Unit("sliding", layer.step, lambda seed: (torch.tensor(float(seed)),), state=lambda: [layer.keys],
-                host_state=lambda: [layer])
+                host_state=(lambda: [layer]) if declared else None)
     run = UnitRun(unit, torch.device("cpu"), CheckOptions(), lambda _phase: None)
     layer.step(torch.tensor(1.0))
     state0 = tuple(t.clone() for t in run.state_tensors())
     run.snapshot_host()
-    outputs = []
+    seen = []
     for _ in range(2):
         run.restore(state0)
-        outputs.append(float(run.step((torch.tensor(2.0),))[0]))
-    assert outputs == [7.0, 7.0] and layer.cumulative_length_int == 2
-
-
-def test_without_host_state_the_counter_keeps_advancing():
-    layer = SlidingLayer()
-    unit = Unit("sliding", layer.step, lambda seed: (torch.tensor(float(seed)),), state=lambda: [layer.keys])
-    run = UnitRun(unit, torch.device("cpu"), CheckOptions(), lambda _phase: None)
-    layer.step(torch.tensor(1.0))
-    state0 = tuple(t.clone() for t in run.state_tensors())
-    run.snapshot_host()
-    outputs = []
-    for _ in range(2):
-        run.restore(state0)
-        outputs.append(float(run.step((torch.tensor(2.0),))[0]))
-    assert outputs == [7.0, 9.0]  # the second call started from a count of 2: not the same state
+        seen.append(float(run.step((torch.tensor(2.0),))[0]))
+    assert seen == outputs
 
 
 def test_host_state_must_be_callable():

@@ -6,10 +6,21 @@ import json
 import os
 import pickle
 
+import pytest
+
 from graphready.cli import main
 from graphready.lint.cache import LintCache
 
 HOT = "import torch\nfrom graphready import hot_path\n\n\n@hot_path\ndef step(x: torch.Tensor):\n"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A configured project with one hot `.item()`, as the working directory."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n")
+    (tmp_path / "mod.py").write_text(HOT + "    return x.item()\n")
+    return tmp_path
 
 
 class _Payload:
@@ -22,17 +33,14 @@ class _Payload:
         return (os.system, (f"touch {self.marker}",))
 
 
-def test_a_planted_pickle_never_runs(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n")
-    (tmp_path / "mod.py").write_text(HOT + "    return x.item()\n")
-    marker = tmp_path / "pwned"
+def test_a_planted_pickle_never_runs(project, capsys):
+    marker = project / "pwned"
     payload = pickle.dumps({"mod.py": _Payload(marker)})
     pickle.loads(payload)  # the payload is live: unpickling it does create the file
     assert marker.exists()
     marker.unlink()
 
-    cache = LintCache(tmp_path, True)
+    cache = LintCache(project, True)
     cache.path.parent.mkdir()
     for name in (cache.path.name, cache.path.with_suffix(".pickle").name, cache.run_path.name):  # and pickle's old one
         (cache.path.parent / name).write_bytes(payload)
@@ -46,13 +54,10 @@ def test_a_planted_pickle_never_runs(tmp_path, monkeypatch, capsys):
     assert json.loads(cache.run_path.read_text())["format"] == "graphready-lint-run"
 
 
-def test_entries_of_the_wrong_shape_are_dropped_and_remade(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n")
-    (tmp_path / "mod.py").write_text(HOT + "    return x.item()\n")
+def test_entries_of_the_wrong_shape_are_dropped_and_remade(project, capsys):
     assert main(["lint", "--format", "json"]) == 1
     first = json.loads(capsys.readouterr().out)["findings"]
-    cache = LintCache(tmp_path, True)
+    cache = LintCache(project, True)
     data = json.loads(cache.path.read_text())
     entry = data["entries"]["mod.py"]
     entry["index"]["functions"]["step"]["lineno"] = "7; import os"  # a string where an int belongs
@@ -67,19 +72,16 @@ def test_entries_of_the_wrong_shape_are_dropped_and_remade(tmp_path, monkeypatch
     assert remade["index"]["functions"]["step"]["lineno"] == 6
 
 
-def test_a_whole_result_is_reused_only_for_the_same_files_and_settings(tmp_path, monkeypatch, capsys):
+def test_a_whole_result_is_reused_only_for_the_same_files_and_settings(project, capsys):
     """Nothing changed: the last run's result is read whole; a changed file or setting lints again."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n")
-    (tmp_path / "mod.py").write_text(HOT + "    return x.item()\n")
     assert main(["lint", "--format", "json"]) == 1
     first = json.loads(capsys.readouterr().out)["findings"]
-    cache = LintCache(tmp_path, True)
+    cache = LintCache(project, True)
     cache.path.unlink()  # the per-file cache is not needed when nothing changed
     assert main(["lint", "--format", "json"]) == 1
     assert json.loads(capsys.readouterr().out)["findings"] == first
     assert not cache.path.exists()
-    (tmp_path / "mod.py").write_text(HOT + "    y = x * 2\n    return y.item()\n")
+    (project / "mod.py").write_text(HOT + "    y = x * 2\n    return y.item()\n")
     assert main(["lint", "--format", "json"]) == 1
     assert [f["line"] for f in json.loads(capsys.readouterr().out)["findings"]] == [first[0]["line"] + 1]
     assert main(["lint", "--format", "json", "--ignore", "GR101"]) == 0  # a setting is part of the key
