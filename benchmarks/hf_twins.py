@@ -92,8 +92,8 @@ def twins(model_type: str, steps: int = STEPS, dtype: str = "float32") -> dict:
     except NotBuilt as exc:
         return {**row, "verdict": "not built", "cause": str(exc)}
     device = next(eager.model.parameters()).device
-    token = torch.tensor([[7]], device=device)
-    position = torch.tensor([[PROMPT]], device=device)
+    token = torch.full((eager.rows, 1), 7, device=device)  # one row per codebook where the model decodes several
+    position = torch.full((eager.rows, 1), PROMPT, device=device)
     static_token, static_position = token.clone(), position.clone()
     try:
         side = torch.cuda.Stream()
@@ -115,7 +115,7 @@ def twins(model_type: str, steps: int = STEPS, dtype: str = "float32") -> dict:
     try:
         for step in range(steps):
             token_now = token.clone()
-            position_now = torch.tensor([[PROMPT + 1 + step]], device=device)
+            position_now = torch.full((eager.rows, 1), PROMPT + 1 + step, device=device)
             expected = eager.step(token_now, position_now)
             static_token.copy_(token_now)
             static_position.copy_(position_now)
@@ -137,6 +137,13 @@ def _one(model_type: str, steps: int, dtype: str) -> dict:
         return twins(model_type, steps, dtype)
     except Exception as exc:  # anything else the twins raise is this architecture's row, not the run's end
         return {"architecture": model_type, "verdict": "error", "cause": _said(exc), "where": _where(exc)}
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    """Whole or not at all: a run stopped mid-write leaves the previous rows readable."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    partial.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,12 +169,12 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"architecture": futures[future], "verdict": "process died", "cause": _said(exc)}
             rows.append(row)
             if args.json:  # after every row: a run cut short keeps what it found
-                Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+                _write(Path(args.json), rows)
             print(f"{row['architecture']:28} {row['verdict']:18} {row.get('cause', '')} {row.get('where', '')} "
                   f"{' '.join(row.get('blocking', []))}", flush=True)
     rows.sort(key=lambda r: types.index(r["architecture"]))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        _write(Path(args.json), rows)
     return 0
 
 

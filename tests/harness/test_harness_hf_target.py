@@ -16,7 +16,11 @@ from graphready.errors import UsageError
 from graphready.findings import Severity
 from graphready.harness.command import _validate, add_arguments, build_report
 from graphready.harness.result import UnitResult, make_finding
-from graphready.harness.targets.hf_table import architecture_rows, render_markdown, render_text
+from graphready.harness.targets.hf_table import (
+    architecture_rows,
+    render_markdown,
+    render_text,
+)
 
 HF_LINE = "/site/transformers/models/mixtral/modeling_mixtral.py"
 # one of each kind the issue names: dense, sliding window, MoE, linear attention, MLA, chunked attention
@@ -40,8 +44,6 @@ def _all_types() -> list[str]:
 @pytest.mark.parametrize("model_type", _all_types() or ["llama"])
 def test_every_architecture_gets_a_small_config_or_a_reason(model_type):
     _transformers()
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
     from graphready.harness.targets.hf_configs import HIDDEN, VOCAB, plan
 
     made = plan(model_type)
@@ -54,7 +56,7 @@ def test_every_architecture_gets_a_small_config_or_a_reason(model_type):
         value = getattr(text, name, None)
         assert not isinstance(value, int) or value <= limit, (name, value)
     layers = getattr(text, "num_hidden_layers", None)
-    default = getattr(CONFIG_MAPPING[model_type]().get_text_config(decoder=True), "num_hidden_layers", None)
+    default = getattr(type(config)().get_text_config(decoder=True), "num_hidden_layers", None)
     if isinstance(layers, int):  # a few layers, or fewer than the class makes of them (HRM repeats its stacks)
         assert layers <= 4 or layers < default, (layers, default)
 
@@ -98,6 +100,36 @@ def test_the_zamba_hybrids_keep_two_shared_attention_layers():
     assert zamba2.mamba_headdim * zamba2.n_mamba_heads == zamba2.mamba_expand * HIDDEN
 
 
+def test_defaults_the_modeling_code_cannot_run_get_what_it_reads():
+    """Per-type RoPE, a QKV clip, a sparse indexer, a language, axial position sizes: each default left
+    unset made the model raise before its first step; the distinctive part stays."""
+    _transformers()
+    from graphready.harness.targets.hf_configs import HIDDEN, small_config
+
+    compass = small_config("cohere_compass_text")
+    assert compass.layer_types == ["sliding_attention", "full_attention"]
+    assert compass.rope_parameters["full_attention"] is None  # NoPE full layers, rotating sliding ones
+    assert small_config("dbrx").attn_config.clip_qkv == 8.0
+    qsa = small_config("qwen4_exp_text")
+    assert set(qsa.layer_types) == {"linear_attention", "qwen_sparse_attention"}
+    assert qsa.indexer_budget % qsa.indexer_compress_ratio == 0 and qsa.indexer_kv_heads == 1
+    assert small_config("qwen4_exp").text_config.indexer_budget == qsa.indexer_budget
+    assert small_config("xmod").default_language == "en_XX"
+    reformer = small_config("reformer")
+    assert sum(reformer.axial_pos_embds_dim) == HIDDEN
+    assert reformer.axial_pos_shape[0] * reformer.axial_pos_shape[1] == reformer.max_position_embeddings
+
+
+def test_a_causal_lm_with_a_config_of_its_own_gets_that_configs_defaults():
+    """MusicgenConfig needs its text and audio encoders; MusicgenForCausalLM takes the decoder's config alone."""
+    _transformers()
+    from graphready.harness.targets.hf_configs import small_config
+
+    for model_type in ("musicgen", "musicgen_melody"):
+        config = small_config(model_type)
+        assert type(config).__name__.endswith("DecoderConfig") and config.num_codebooks == 4
+
+
 # -- building and decoding -------------------------------------------------------------------------
 def _unit(model_type: str, batch_sizes=(1, 2)):
     from graphready.harness.targets.hf import factory
@@ -133,6 +165,20 @@ def test_distinct_architectures_decode_one_token_per_row_on_their_static_cache(m
         assert counters and all(int(c) in (PROMPT + 1, 0) for c in counters)  # the step advanced the cache
 
 
+# architectures the builder got wrong before: each builds and decodes one token per row now
+FIXED = ["cohere_compass_text", "dbrx", "qwen4_exp_text", "xmod", "musicgen"]
+
+
+@pytest.mark.parametrize("model_type", FIXED)
+def test_architectures_whose_defaults_could_not_run_decode_on_their_static_cache(model_type):
+    _transformers()
+    arch, outputs = _decode_on_cpu(model_type)
+    assert [out.shape[0] for out in outputs.values()] == [arch.rows, 2 * arch.rows]
+    assert arch.rows == (4 if model_type == "musicgen" else 1)  # a row per codebook, one cache per sequence
+    assert all(layer.keys.shape[0] == batch for batch, cache in arch.caches.items() for layer in cache.layers
+               if getattr(layer, "is_initialized", False) and hasattr(layer, "keys"))
+
+
 def test_the_slots_past_the_prompt_hold_stale_values_that_a_right_mask_never_reads():
     """As in a cache reused across requests; zeros would hide a mask that reads one slot too far."""
     _transformers()
@@ -166,9 +212,9 @@ def test_listing_builds_nothing_and_names_one_unit_per_architecture_keyed_by_bat
 
 
 @pytest.mark.parametrize(("model_type", "reason"), [
-    ("mamba", "keeps its state elsewhere"),
+    ("mamba", "keeps no state in it"),
     ("minimax", "keeps its own cache"),
-    ("musicgen", "no small config"),
+    ("reformer", "keeps its own cache"),  # its axial position sizes now add up: it builds, then says so
 ])
 def test_an_architecture_that_cannot_decode_on_a_static_cache_says_why_every_time(model_type, reason):
     _transformers()
@@ -179,6 +225,52 @@ def test_an_architecture_that_cannot_decode_on_a_static_cache_says_why_every_tim
         unit.fn.__self__.build("cpu")
     with pytest.raises(NotBuilt, match=reason):  # remembered, not rebuilt: the unit's inputs raise it
         unit.make_inputs(0, key="b1")
+
+
+def _limits():
+    from graphready.harness.targets.hf_limits import LIMITS
+
+    return sorted(LIMITS)
+
+
+@pytest.mark.parametrize("model_type", _limits())
+def test_each_known_transformers_limit_still_fails_where_it_says_and_its_row_says_why(model_type):
+    """Building and one decode step on the CPU fail at the named transformers file (an entry transformers
+    has since fixed fails here); the row then gives the one-line reason and keeps the line."""
+    _transformers()
+    import traceback
+
+    from graphready.harness.targets.hf import NotBuilt, _library_line
+    from graphready.harness.targets.hf_limits import LIMITS
+
+    unit = _unit(model_type, batch_sizes=(1,))
+    try:
+        unit.fn.__self__.build("cpu")
+        unit.fn(*unit.make_inputs(0, key="b1"))
+    except NotBuilt as exc:
+        error = f"the unit's make_inputs/state raised NotBuilt: {exc}"
+        result = _result(f"{model_type}.step[b1]", error=error, capture=None)
+    except Exception as exc:  # the eager step raised: the harness's GD201 at the transformers line
+        where = _library_line(exc)
+        path, line = where.rsplit(":", 1)
+        error = f"the unit's eager step raised {type(exc).__name__}: {exc}"
+        finding = make_finding("GD201", error, unit=f"{model_type}.step[b1]", path=f"/site/{path}", line=int(line))
+        result = _result(f"{model_type}.step[b1]", finding, error=error, capture=None)
+        assert traceback.extract_tb(exc.__traceback__)
+    else:
+        pytest.fail(f"{model_type} decodes on a StaticCache now: remove its hf_limits entry")
+    [row] = architecture_rows([result], Severity.WARNING)
+    assert row.verdict in ("not built", "step raises") and LIMITS[model_type][0] in row.where
+    assert row.cause == LIMITS[model_type][1] and "\n" not in row.cause
+
+
+def test_a_failure_elsewhere_keeps_its_own_message():
+    """The reason applies only to the failure it was written for: the same type failing in another file
+    (a changed transformers) shows that exception."""
+    prefill = ("the unit's make_inputs/state raised NotBuilt: bloom: building the model raised KeyError: 'x' "
+               "(transformers/modeling_utils.py:12)")
+    [row] = architecture_rows([_result("bloom.step[b1]", error=prefill, capture=None)], Severity.WARNING)
+    assert (row.cause, row.where) == ("building the model raised KeyError: 'x'", "transformers/modeling_utils.py:12")
 
 
 def test_unknown_model_types_are_a_usage_error_with_suggestions():
@@ -195,17 +287,32 @@ def test_a_save_pretrained_checkpoint_is_its_own_architecture(tmp_path):
     transformers = _transformers()
     import torch
 
-    from graphready.harness.targets.hf import LOW_PRECISION_TOLERANCE, factory
+    from graphready.harness.targets.hf import (
+        LOW_PRECISION_TOLERANCE,
+        MAX_LEN,
+        PROMPT,
+        factory,
+    )
     from graphready.harness.targets.hf_configs import small_config
 
     torch.manual_seed(0)
-    transformers.LlamaForCausalLM(small_config("llama")).to(torch.bfloat16).save_pretrained(tmp_path)
+    saved = transformers.LlamaForCausalLM(small_config("llama")).to(torch.bfloat16).eval()
+    saved.save_pretrained(tmp_path)
     [unit] = factory(model=str(tmp_path), batch_sizes=[1], layers=False)
     assert unit.name == "llama.step" and unit.atol == LOW_PRECISION_TOLERANCE
     arch = unit.fn.__self__
     arch.build("cpu")
     assert arch.checkpoint == str(tmp_path.resolve()) and next(arch.model.parameters()).dtype == torch.bfloat16
-    assert unit.fn(*unit.make_inputs(0, key="b1")).shape[:2] == (1, 1)
+    assert arch.model.config.num_hidden_layers == saved.config.num_hidden_layers  # its config, not a small one
+    weights = saved.state_dict()
+    assert all(torch.equal(value, weights[name]) for name, value in arch.model.state_dict().items())
+    tokens, positions = unit.make_inputs(0, key="b1")
+    logits = unit.fn(tokens, positions)
+    cache = transformers.StaticCache(config=saved.config, max_cache_len=MAX_LEN)
+    with torch.no_grad():  # the saved model's own decode step: the same prompt, then the same token
+        saved(torch.arange(1, PROMPT + 1)[None], past_key_values=cache, use_cache=True)
+        expected = saved(tokens, past_key_values=cache, use_cache=True, position_ids=positions).logits
+    assert logits.shape[:2] == (1, 1) and torch.equal(logits, expected)
 
 
 @pytest.mark.slow
@@ -286,7 +393,7 @@ def test_one_row_per_architecture_with_the_first_cause_at_the_transformers_line(
         "capture fails", "transformers/models/mixtral/modeling_mixtral.py:88")
     assert rows["mamba"].verdict == "not built" and rows["mamba"].cause.startswith("the prefill kept nothing")
     assert (rows["bloom"].verdict, rows["bloom"].where) == ("not built", "transformers/models/bloom/modeling_bloom.py:270")
-    assert rows["bloom"].cause.endswith("The expanded size")
+    assert rows["bloom"].cause.startswith("BLOOM's ALiBi takes a 2-D attention mask")  # hf_limits says why
     assert (rows["git"].verdict, rows["git"].where) == ("step raises", "transformers/models/git/modeling_git.py:848")
     assert rows["opt"].verdict == "not checked" and "SIGSEGV" in rows["opt"].cause
 
@@ -344,6 +451,8 @@ def test_the_text_report_ends_with_the_table_and_the_json_carries_the_rows(tmp_p
     ("gemma3_text", ["layer0", "layer1"]),  # sliding, then full attention (one class, two layer_types)
     ("qwen3_next", ["layer0", "layer1"]),  # linear attention, then full attention
     ("deepseek_v3", ["layer0", "layer1"]),  # a dense MLP, then the experts
+    ("gemma3", ["layer0", "layer1"]),  # the language model's layers, not the vision tower's as many
+    ("longcat_flash", ["layer0"]),  # two sublayers per layer: the config counts twice the list
 ])
 def test_one_layer_unit_per_distinct_decoder_layer_called_as_the_model_calls_it(model_type, layers):
     _transformers()
@@ -373,7 +482,12 @@ def test_the_recorded_call_reproduces_the_models_own_layer_output():
     import torch
 
     from graphready.harness.targets.hf import factory
-    from graphready.harness.targets.hf_layers import _snapshot, _put_back, decoder_layers, first_tensor
+    from graphready.harness.targets.hf_layers import (
+        _put_back,
+        _snapshot,
+        decoder_layers,
+        first_tensor,
+    )
 
     [unit] = [u for u in factory(model_type="llama", batch_sizes=[1]) if u.name == "llama.layer0"]
     call = unit.fn
@@ -400,9 +514,9 @@ def test_an_architecture_that_cannot_be_built_has_a_layer_unit_that_says_why():
 
     layer_units = [u for u in factory(model_type="mamba", batch_sizes=[1]) if ".layer" in u.name]
     assert [u.name for u in layer_units] == ["mamba.layer0"]
-    with pytest.raises(NotBuilt, match="keeps its state elsewhere"):
+    with pytest.raises(NotBuilt, match="keeps no state in it"):
         layer_units[0].fn.arch.build("cpu")
-    with pytest.raises(NotBuilt, match="keeps its state elsewhere"):  # the layer unit says so, every time
+    with pytest.raises(NotBuilt, match="keeps no state in it"):  # the layer unit says so, every time
         layer_units[0].make_inputs(0)
 
 
@@ -489,3 +603,60 @@ def test_the_page_is_rebuilt_from_the_json_between_its_markers_and_compared_with
     assert page.startswith("# CUDA-graph readiness") and readiness.BEGIN in page  # no markers: a new page
     kept = "# Title\n\nhand-written\n\n" + page[page.index(readiness.BEGIN):] + "\nafter\n"
     assert readiness.place(kept, generated) == kept  # the text around the markers stays
+
+
+# -- benchmarks/hf_device_run.py -------------------------------------------------------------------
+def _device_run():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "hf_device_run.py"
+    spec = importlib.util.spec_from_file_location("hf_device_run", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_device_run_plans_the_check_shards_first_then_the_twins_in_what_remains(tmp_path, capsys):
+    device = _device_run()
+    assert device.main(["--out", str(tmp_path), "--dry-run", "--shards", "2", "--jobs", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["30s", "330s", "330s", "160s", "20s"]
+    assert "--shard 1/2" in lines[1] and "--jobs 3" in lines[2] and "--shard 2/2" in lines[2]
+    assert "hf_twins.py --all-architectures" in lines[3] and not list(tmp_path.iterdir())  # nothing ran
+    with pytest.raises(SystemExit):
+        device.main(["--out", str(tmp_path), "--total", "300"])  # no time left for the twins
+    with pytest.raises(SystemExit):
+        device.main(["--out", str(tmp_path), "--shards", "0"])
+
+
+def test_a_step_past_its_time_box_is_stopped_and_recorded(tmp_path):
+    import sys
+
+    device = _device_run()
+    step = device.Step("sleeper", [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                       str(tmp_path / "sleeper.log"))
+    device.run_together([step], 2)
+    assert step.timed_out and step.rc is not None and step.wall_s < 2 + device.GRACE_S
+    device._record(tmp_path, [step])
+    assert json.loads((tmp_path / "run.json").read_text())["steps"][0]["timed_out"] is True
+    assert (tmp_path / "sleeper.log").read_text() == "up\n"  # what it wrote stays
+
+
+def test_the_page_renders_from_whatever_json_the_stopped_run_left(tmp_path):
+    """One shard wrote its JSON, another was stopped mid-way (a cut file), the twins wrote some rows."""
+    device, readiness = _device_run(), _readiness()
+    (tmp_path / "check1.json").write_text(build_report(_table_results(), Severity.WARNING, "json", tmp_path, settings={
+        "fail-on": "warning", "steps": 4, "jobs": 4, "timeout": 90.0, "all_architectures": True, "batch_sizes": [1]},
+        run={"wall_s": 12.0}))
+    (tmp_path / "check2.json").write_text('{"units": [')
+    assert device.render_argv(tmp_path / "none") is None
+    (tmp_path / "twins.json").write_text(json.dumps([{"architecture": "llama", "verdict": "ready", "cause": ""}]))
+    argv = device.render_argv(tmp_path)
+    assert argv[3:] == [str(tmp_path / "check1.json"), "--twins", str(tmp_path / "twins.json"),
+                        "--output", str(tmp_path / "hf.md")]
+    assert argv[2] == "render" and readiness.main(argv[2:]) == 0
+    page = (tmp_path / "hf.md").read_text()
+    assert "7 architectures in 12 s" in page and "| llama | ready | ready | - | - | yes |" in page

@@ -107,6 +107,7 @@ class Architecture:
         self.model = None
         self.caches: dict[int, Any] = {}
         self.vocab = 0
+        self.rows = 1  # input rows per sequence: one per codebook for a model that decodes several (Musicgen)
         self.takes_positions = False
         self.failure: str | None = None
         self._layer_caches: dict[int, Any] = {}
@@ -150,7 +151,7 @@ class Architecture:
         from transformers import StaticCache
 
         cache = self._stage("StaticCache(config)", lambda: StaticCache(config=model.config, max_cache_len=MAX_LEN))
-        prompt = torch.arange(1, PROMPT + 1, device=device).repeat(batch, 1)
+        prompt = torch.arange(1, PROMPT + 1, device=device).repeat(batch * self.rows, 1)
 
         def run():
             with torch.no_grad():
@@ -160,8 +161,8 @@ class Architecture:
 
         self._stage("the prefill with a StaticCache", run)
         if not any(getattr(layer, "is_initialized", False) for layer in cache.layers):
-            raise NotBuilt("the prefill kept nothing in the StaticCache: the model keeps its state elsewhere "
-                           "(its own cache class), so a StaticCache decode step does not apply")
+            raise NotBuilt("the prefill kept nothing in the StaticCache: the model keeps no state in it (its own "
+                           "cache class, or none), so a StaticCache decode step does not apply")
         self._stage("filling the unused cache slots", lambda: stale_slots(cache, device))
         return cache
 
@@ -180,6 +181,7 @@ class Architecture:
             if not type(model)._supports_default_dynamic_cache():
                 raise NotBuilt(f"{type(model).__name__} keeps its own cache and takes no Cache object: "
                                "a StaticCache decode step does not apply")
+            self.rows = int(getattr(model.config.get_text_config(decoder=True), "num_codebooks", 1) or 1)
             caches = {batch: self._prefill(model, batch, device) for batch in self.batch_sizes}
         except NotBuilt as exc:
             self.failure = f"{self.model_type}: {exc}"
@@ -223,13 +225,13 @@ class Architecture:
     # -- the unit ----------------------------------------------------------------------------------
     def inputs(self, seed: int, key: str = f"{KEY_PREFIX}1") -> tuple:
         """New tokens (never the special ids a small config moved to the vocabulary's top) at position PROMPT,
-        one row per sequence of the key's batch size."""
+        one row per sequence of the key's batch size (per codebook, for a model that decodes several)."""
         import torch
 
         from graphready.harness.targets.hf_configs import SPECIAL_IDS
 
-        batch = batch_size(key)
         self.build()
+        batch = batch_size(key) * self.rows
         device = next(self.model.parameters()).device
         generator = torch.Generator().manual_seed(seed)
         high = self.vocab if self.checkpoint is not None else self.vocab - SPECIAL_IDS
@@ -240,7 +242,7 @@ class Architecture:
         """One decoding step on the StaticCache of this batch size: the next token's logits."""
         import torch
 
-        cache = self.caches[input_ids.shape[0]]
+        cache = self.caches[input_ids.shape[0] // self.rows]
         extra = {"position_ids": position_ids} if self.takes_positions else {}
         with torch.no_grad():
             out = self.model(input_ids, past_key_values=cache, use_cache=True, **extra)

@@ -82,8 +82,22 @@ FAMILY: dict[str, dict[str, Any]] = {
     "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
     # the last layers reuse the KV of the last earlier layer of their type: two of each type
     "gemma3n_text": {"layers": [3, 4, 8, 9], "num_kv_shared_layers": 2},
+    # defaults the modeling code cannot run: no RoPE for any layer type (sliding layers rotate, full ones are
+    # NoPE, the class allowing it; the rotary sections cover the small head), no QKV clip (DBRX clamps by it), a
+    # sparse indexer left unset (Qwen4-Exp's QSA: four blocks of four under a 64-slot cache), no language (X-MOD)
+    "cohere_compass_text": {"layer_types": ["sliding_attention", "full_attention"], "rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [3, 3, 2]},
+        "full_attention": None}},
+    "dbrx": {"attn_config": {"rope_theta": 10000.0, "clip_qkv": 8.0}},
+    "qwen4_exp_text": {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": HEAD_DIM, "indexer_budget": 16,
+                       "indexer_compress_ratio": 4, "hc_lowrank": 16},
+    "xmod": {"default_language": "en_XX"},
+    # axial position embeddings: their widths add up to the hidden size, their shape multiplies to the positions
+    "reformer": {"axial_pos_embds_dim": [16, HIDDEN - 16], "axial_pos_shape": [8, 8], "max_position_embeddings": 64},
+    "blt": {"encoder_hash_byte_group_vocab": VOCAB},  # hash embeddings of 500k rows per function
 }
 FAMILY["gemma3n"] = {"text_config": FAMILY["gemma3n_text"]}
+FAMILY["qwen4_exp"] = {"text_config": FAMILY["qwen4_exp_text"]}
 
 
 class ShrinkError(Exception):
@@ -257,14 +271,15 @@ def _overrides(default, family: dict[str, Any]) -> dict[str, Any]:
     family = dict(family)
     overrides: dict[str, Any] = {}
     _sizes(fields, _derived(type(default)), overrides)
-    overrides.update({k: v for k, v in family.items() if k != "layers" and not isinstance(v, dict)})
+    subs = getattr(default, "sub_configs", {}) or {}
+    overrides.update({k: v for k, v in family.items() if k != "layers" and not (k in subs and isinstance(v, dict))})
     _shrunk_layers(fields, overrides, family.get("layers"))
     vocab = overrides.get("vocab_size", fields.get("vocab_size"))
     if isinstance(vocab, int):
         _token_ids(fields, vocab, overrides)
     if fields.get("is_decoder") is False and not fields.get("is_encoder_decoder"):
         overrides["is_decoder"] = True  # encoder families (BERT, RoBERTa) decode causally, with a cache, only so
-    for name in getattr(default, "sub_configs", {}) or {}:
+    for name in subs:
         sub = getattr(default, name, None)
         if sub is not None and hasattr(sub, "to_dict"):
             overrides[name] = shrink(sub, family.get(name, {}))
@@ -292,11 +307,24 @@ def small_config(model_type: str):
     try:
         default = config_class()
     except Exception as exc:  # the class has no usable defaults (a required sub-config)
-        raise ShrinkError(f"{config_class.__name__}() has no defaults: {first_line(exc)}") from None
+        decoder_class = _causal_lm_config_class(model_type)
+        if decoder_class in (None, config_class):
+            raise ShrinkError(f"{config_class.__name__}() has no defaults: {first_line(exc)}") from None
+        try:  # the causal LM takes a config of its own (Musicgen's decoder): its defaults do
+            config_class, default = decoder_class, decoder_class()
+        except Exception as inner:
+            raise ShrinkError(f"{decoder_class.__name__}() has no defaults: {first_line(inner)}") from None
     try:
         return shrink(default, FAMILY.get(model_type))
     except Exception as exc:
         raise ShrinkError(f"{config_class.__name__} rejects the small sizes: {first_line(exc)}") from None
+
+
+def _causal_lm_config_class(model_type: str):
+    """The config class the model type's causal-LM class takes, where transformers names one."""
+    import transformers
+
+    return getattr(getattr(transformers, causal_lm_types().get(model_type, ""), None), "config_class", None)
 
 
 def first_line(exc: BaseException) -> str:

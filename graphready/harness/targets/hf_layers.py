@@ -20,14 +20,29 @@ class NotIsolated(Exception):
     """The decoder layers could not be found or their call could not be recorded; the message says why."""
 
 
+def _stacks(model) -> list:
+    """Where to look for the layers: the language model first (a multimodal model's vision tower has as many
+    small layers), then the whole model (`get_decoder` of some names the LM head)."""
+    try:
+        decoder = model.get_decoder()
+    except Exception:  # no such accessor, or one the class leaves unimplemented
+        decoder = model
+    return list(dict.fromkeys((decoder, model)))
+
+
 def decoder_layers(model, config) -> Any:
-    """The model's ModuleList of decoder layers: the first one as long as the text config's layer count."""
+    """The decoder's ModuleList of layers: its `layers`, else the first list as long as the text config's layer
+    count (LongCat-Flash counts two sublayers per layer)."""
     import torch
 
     count = getattr(config.get_text_config(decoder=True), "num_hidden_layers", None)
-    for module in model.modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) and len(module) == count:
-            return module
+    for stack in _stacks(model):
+        layers = getattr(stack, "layers", None)
+        if isinstance(layers, torch.nn.ModuleList) and len(layers):
+            return layers
+        for module in stack.modules():
+            if isinstance(module, torch.nn.ModuleList) and len(module) and len(module) == count:
+                return module
     raise NotIsolated(f"no list of {count} decoder layers in {type(model).__name__}")
 
 

@@ -12,7 +12,8 @@ whole; the table cells keep the part that says why (a replay mismatch's explanat
 The layers cell is `ready` when every layer unit is, else each other layer with its verdict and rule
 (`layer1 not ready GD301`); the compiled cell is the compiled step's verdict, `no graphs` where the
 compiler skipped CUDA graphs (GD601). Both columns appear only when a row has such units.
-No torch import: the report side uses it.
+A row that failed where transformers itself cannot decode on a StaticCache (hf_limits) says why
+in one line instead. No torch import: the report side uses it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 
 from graphready.findings import Severity
 from graphready.harness.keys import key_of
+from graphready.harness.targets.hf_limits import limit
 
 NOT_BUILT = "NotBuilt: "
 _RAISED_AT = re.compile(r" \((transformers/[^()\s]+:\d+)\)$")
@@ -35,6 +37,7 @@ COLUMNS = ("architecture", "verdict", "first cause", "where")
 UNIT_COLUMNS = ("layers", "compiled")  # after the verdict, when any row has them
 _KIND = re.compile(r"step|compiled|layer\d+")
 _RULE = re.compile(r"GD\d{3}")
+_UNDECODABLE = ("not built", "step raises")  # the verdicts a known transformers limit explains (hf_limits)
 
 
 @dataclass
@@ -129,6 +132,9 @@ def architecture_rows(results: list, fail_on: Severity = Severity.WARNING) -> li
         if "step" not in kinds:
             continue
         row = _row(architecture, kinds["step"], fail_on)
+        why = limit(architecture, row.where) if row.verdict in _UNDECODABLE else None
+        if why:
+            row.cause = why
         row.layers = _layers_cell({k: v for k, v in kinds.items() if k.startswith("layer")}, fail_on)
         row.compiled = _compiled_cell(kinds.get("compiled", []), fail_on)
         rows.append(row)
