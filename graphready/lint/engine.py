@@ -17,6 +17,7 @@ from graphready.findings import Finding, Severity
 from graphready.lint.baseline import apply_baseline, assign_fingerprints, load_baseline
 from graphready.lint.cache import CacheEntry, LintCache, digest, run_stamp
 from graphready.lint.analysis.candidate import Candidate
+from graphready.lint.analysis.project import ProjectFacts
 from graphready.errors import InternalError, UsageError
 from graphready.lint.cuda import CUDA_SUFFIXES, scan_cuda
 from graphready.lint.failures import Failure, recorded
@@ -91,11 +92,19 @@ def _index_job(args: tuple[str, str, str, Guards, bool]) -> ModuleIndex | Failur
                                                      " followed (the hot path may miss what they reach)")
 
 
+_project_facts: ProjectFacts | None = None  # this process's, for `_analyze_job`: see `_share_project_facts`
+
+
+def _share_project_facts(facts: ProjectFacts) -> None:
+    global _project_facts
+    _project_facts = facts
+
+
 def _analyze_job(job) -> tuple[list[Candidate], list[Failure]]:
     from graphready.lint.analysis.analyzer import analyze_file  # libcst loads only when something is parsed
 
     try:
-        return call_deep(analyze_file, job)
+        return call_deep(analyze_file, job, _project_facts)
     except RecursionError:  # deeper than the room call_deep makes: say so rather than crash
         return [Candidate(PARSE_ERROR, 1, 0, 1, 0, "nested too deeply for graphready to analyse", "")], []
     except Exception as exc:  # failed before any one function: the whole file is this file's failure (GR002)
@@ -114,16 +123,27 @@ def _whole_project(during: str) -> Iterator[None]:
         raise InternalError.wrap(None, exc, during) from None
 
 
-def _map(function, jobs: list, workers: int, advance: Callable[[], None] | None = None) -> list:
-    """`function` over `jobs`, in worker processes where there are enough; `advance` counts each result."""
+def _map(function, jobs: list, workers: int, advance: Callable[[], None] | None = None,
+         cost: Callable[[object], int] = lambda job: 0, setup: tuple[Callable, tuple] | None = None) -> list:
+    """`function` over `jobs`, in worker processes where there are enough; `advance` counts each result;
+    `setup` (a function and its arguments) runs once in each process first: data every job reads travels
+    once per worker, not with each job.
+
+    The workers take the costliest jobs first, one at a time: file sizes differ by 100x, and contiguous
+    chunks in path order left one worker busy with a run of big files while the other sat idle."""
     results = []
     if workers > 1 and len(jobs) >= PARALLEL_THRESHOLD:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for result in pool.map(function, jobs, chunksize=max(1, len(jobs) // (workers * 4))):
-                results.append(result)
+        order = sorted(range(len(jobs)), key=lambda i: cost(jobs[i]), reverse=True)
+        results = [None] * len(jobs)
+        initializer, initargs = setup or (None, ())
+        with ProcessPoolExecutor(max_workers=workers, initializer=initializer, initargs=initargs) as pool:
+            for position, result in zip(order, pool.map(function, [jobs[i] for i in order])):
+                results[position] = result
                 if advance is not None:
                     advance()
         return results
+    if setup is not None:
+        setup[0](*setup[1])
     for job in jobs:
         results.append(function(job))
         if advance is not None:
@@ -363,7 +383,8 @@ class LintRun:
         for source in missing:
             module, is_package = module_name(source.rel)
             jobs.append((module, source.rel, source.text, guards, is_package))
-        for (module, *_), source, index in zip(jobs, missing, _map(_index_job, jobs, self.jobs, self._phase("indexing", jobs))):
+        indexed = _map(_index_job, jobs, self.jobs, self._phase("indexing", jobs), cost=lambda job: len(job[2]))
+        for (module, *_), source, index in zip(jobs, missing, indexed):
             if isinstance(index, Failure):  # the file stays out of the project and out of the cache
                 self.failures.append(index)
                 indexes[source.rel] = ModuleIndex(module=module, path=source.rel)
@@ -419,14 +440,16 @@ class LintRun:
             from graphready.lint.analysis.analyzer import FileJob
 
             job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
-                          index.global_containers, index.classes,
-                          targets, index.functions, hot_keys, tensor_functions, autograd, class_fields, *warm_up,
-                          host_params, self.config.one_gpu_per_process, pageable_functions, device_fields,
-                          parameter_attrs)
+                          index.global_containers, index.classes, targets, index.functions, hot_keys, *warm_up,
+                          host_params)
             pending.append((source, key, job))
+        shared = ProjectFacts(tensor_functions, autograd, class_fields, pageable_functions, device_fields,
+                              parameter_attrs, self.config.one_gpu_per_process)
         advance = self._phase("analysing", pending) if cached else None  # --statistics' second pass: no bar
-        for (source, key, _), (hits, failures) in zip(pending, _map(_analyze_job, [p[2] for p in pending], self.jobs,
-                                                                      advance)):
+        analysed = _map(_analyze_job, [p[2] for p in pending], self.jobs, advance,
+                        cost=lambda job: sum(info.end_lineno - info.first_line for info, _ in job.targets),
+                        setup=(_share_project_facts, (shared,)))
+        for (source, key, _), (hits, failures) in zip(pending, analysed):
             results[source.rel] = hits
             self.failures += failures
             entry = self.cache.get(source.rel, source.digest) if cached else None

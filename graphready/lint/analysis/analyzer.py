@@ -14,8 +14,9 @@ import libcst as cst
 
 from graphready.lint.analysis.candidate import Candidate
 from graphready.lint.analysis.context import FileFacts, Pending, RuleContext
+from graphready.lint.analysis.project import ProjectFacts
 from graphready.lint.failures import Failure
-from graphready.lint.analysis.cstwalk import locate, nodes, walk
+from graphready.lint.analysis.cstwalk import Locations, Span, nodes, walk
 from graphready.lint.scope.index import ClassInfo, FunctionInfo
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.analysis.candidate import PARSE_ERROR
@@ -37,17 +38,10 @@ class FileJob:
     targets: list[tuple[FunctionInfo, bool]]  # (function, hot); not-hot ones hold capture sites
     functions: dict[str, FunctionInfo] = field(default_factory=dict)  # every function of the file
     hot_keys: set[str] = field(default_factory=set)
-    tensor_functions: set[str] = field(default_factory=set)
-    autograd_functions: set[str] = field(default_factory=set)
-    class_fields: dict[str, dict[str, str]] = field(default_factory=dict)
     unwarmed: set[str] = field(default_factory=set)  # hot through a capture with no warm-up call
     warmed: set[str] = field(default_factory=set)  # hot through a capture after a warm-up call
     uncompiled: set[str] = field(default_factory=set)  # hot only through functions torch.compile never traces
     host_params: dict[str, list[str]] = field(default_factory=dict)  # function key -> params its hot callers fill with host data
-    one_gpu_per_process: bool = False  # config: no process of this engine drives several GPUs
-    pageable_functions: set[str] = field(default_factory=set)  # dotted names of functions returning pageable CPU tensors
-    captured_device_fields: set[str] = field(default_factory=set)  # metadata attrs that are device tensors at capture
-    parameter_attrs: set[str] = field(default_factory=set)  # attributes the project makes parameter tensors
 
 
 MULTI_DEVICE = re.compile(r"torch\.cuda\.device\(|(?:range\(|%\s*)(?:torch\.cuda\.)?device_count\(\)"
@@ -70,23 +64,23 @@ def handles_several_devices(source: str) -> bool:
                 or len(set(DEVICE_LITERAL.findall(source))) > 1 or len(SET_DEVICE.findall(source)) > 1)
 
 
-def _module_facts(job: FileJob, names: ImportMap) -> FileFacts:
+def _module_facts(job: FileJob, project: ProjectFacts, names: ImportMap) -> FileFacts:
     facts = FileFacts(names)
-    facts.one_gpu_per_process = job.one_gpu_per_process
+    facts.one_gpu_per_process = project.one_gpu_per_process
     facts.multi_device = handles_several_devices(job.source)
     facts.containers = set(job.global_containers)
     for name, callee in job.global_calls.items():
         if is_tensor_callee(callee):
             facts.tensor_globals.add(name)
         facts.record_holder(name, callee)
-    facts.tensor_functions, facts.pageable_functions = job.tensor_functions, job.pageable_functions
-    facts.captured_device_fields = job.captured_device_fields
-    facts.parameter_attrs = job.parameter_attrs
+    facts.tensor_functions, facts.pageable_functions = project.tensor_functions, project.pageable_functions
+    facts.captured_device_fields = project.captured_device_fields
+    facts.parameter_attrs = project.parameter_attrs
     facts.flashinfer_holders = {attr for info in job.classes.values()
                                 for attr, held in [*info.attr_types.items(), *info.attr_elem_types.items()]
                                 if flashinfer_wrapper(held)}
-    facts.autograd_functions = job.autograd_functions
-    facts.class_fields = job.class_fields
+    facts.autograd_functions = project.autograd_functions
+    facts.class_fields = project.class_fields
     facts.unwarmed, facts.warmed, facts.uncompiled = job.unwarmed, job.warmed, job.uncompiled
     return facts
 
@@ -96,18 +90,27 @@ class _Parsed:
     module: cst.Module
     function: cst.FunctionDef
     offset: int  # add to a snippet line to get the file line
+    _locations: Locations | None = None
+
+    def spans(self, wanted: list[cst.CSTNode]) -> dict[cst.CSTNode, Span]:
+        """Where the nodes are (snippet lines); the code generation this takes is done once per function."""
+        if not wanted:
+            return {}
+        if self._locations is None:
+            self._locations = Locations(self.module)
+        return self._locations.spans(wanted)
 
 
 class FileAnalyzer:
     """Each function that matters is parsed on its own: hot ones, capture sites, and the methods
     that define `self.*` attributes of a hot method's class."""
 
-    def __init__(self, job: FileJob):
+    def __init__(self, job: FileJob, project: ProjectFacts):
         self.job = job
         self.lines = job.source.splitlines(keepends=True)
         self.names = ImportMap(job.module)
         self.names.aliases = job.imports
-        self.module_facts = _module_facts(job, self.names)
+        self.module_facts = _module_facts(job, project, self.names)
         self.candidates: list[Candidate] = []
         self.parsed: dict[str, _Parsed | None] = {}
         self.class_facts: dict[str, tuple[FileFacts, dict[str, TensorEnv]]] = {}
@@ -138,7 +141,7 @@ class FileAnalyzer:
             env.learn_function(parsed.function, self._scan(info, parsed), self.job.host_params.get(info.key, ()))
         ctx = RuleContext(info, hot, env, facts)
         _run_rules(parsed.function, ctx)
-        spans = locate(parsed.module, [hit.node for hit in ctx.pending])
+        spans = parsed.spans([hit.node for hit in ctx.pending])
         found = (ctx.candidate(hit, spans[hit.node], parsed.offset) for hit in ctx.pending)
         return [candidate for candidate in found if candidate is not None]
 
@@ -165,7 +168,7 @@ class FileAnalyzer:
         scan = scan_function(parsed.function)
         if not info.excluded:
             return scan
-        spans = locate(parsed.module, [*scan.pair_nodes, *scan.loop_nodes])
+        spans = parsed.spans([*scan.pair_nodes, *scan.loop_nodes])
         return scan.hot_only(lambda node: not info.excludes(spans[node].line + parsed.offset))
 
     def _hot_line(self, info: FunctionInfo, line: int) -> bool:
@@ -198,6 +201,7 @@ class FileAnalyzer:
                     methods.append((info, parsed, self._scan(info, parsed)))
         envs: dict[str, TensorEnv] = {}
         for _ in range(2):  # attributes can be derived from other attributes
+            before = _learned(facts)
             for info, parsed, scan in methods:
                 env = envs[info.qualname] = TensorEnv(facts)
                 env.learn_function(parsed.function, scan, self.job.host_params.get(info.key, ()))
@@ -212,13 +216,15 @@ class FileAnalyzer:
                         facts.host_attrs[attr] = host
                     for callee in _callees(value, env):  # the value itself, or a container built of them
                         facts.record_holder(attr, callee)
+            if _learned(facts) == before:  # every method saw these facts: another round would learn the same
+                break
         for info, parsed, scan in methods:
             if info.qualname.rsplit(".", 1)[-1] == "__init__" or info.key not in self.job.hot_keys:
                 continue
             mutations = [(attr, node) for attr, node, value, augmented in scan.attribute_writes  # step counters
                          if attr not in facts.tensor_attrs and (augmented or (
                              envs[info.qualname].kind(value) == SCALAR and mentions_self_attr(value, attr)))]
-            spans = locate(parsed.module, [node for _, node in mutations])
+            spans = parsed.spans([node for _, node in mutations])
             for attr, node in mutations:
                 line = spans[node].line + parsed.offset
                 if self._hot_line(info, line):
@@ -237,7 +243,7 @@ class FileAnalyzer:
             if parsed is None:
                 continue
             writes = scan_function(parsed.function).global_writes
-            spans = locate(parsed.module, [node for _, node in writes])
+            spans = parsed.spans([node for _, node in writes])
             for name, node in writes:
                 line = spans[node].line + parsed.offset
                 if self._hot_line(info, line):
@@ -248,6 +254,12 @@ class FileAnalyzer:
                                                            and module_env.kind(node.value) != TENSOR):
                         stepped.add(name)
         return frozen, stepped
+
+
+def _learned(facts: FileFacts) -> tuple:
+    """What `_class_facts` learns from a class's methods (the class facts its tensor envs read), as a copy."""
+    return (set(facts.tensor_attrs), set(facts.bool_attrs), dict(facts.host_attrs), set(facts.lock_names),
+            set(facts.compiled_names), set(facts.lazy_compiled))
 
 
 def _callees(value: cst.BaseExpression, env: TensorEnv) -> set[str]:
@@ -299,5 +311,5 @@ def _run_rules(root: cst.FunctionDef, ctx: RuleContext) -> None:
     walk(root, enter, leave)
 
 
-def analyze_file(job: FileJob) -> tuple[list[Candidate], list[Failure]]:
-    return FileAnalyzer(job).run()
+def analyze_file(job: FileJob, project: ProjectFacts) -> tuple[list[Candidate], list[Failure]]:
+    return FileAnalyzer(job, project).run()

@@ -3,13 +3,14 @@
 libcst's visitor machinery rebuilds every node it passes and `PositionProvider` records a range
 for every node; together they cost several parses' worth of time per file. The rules only read
 the tree and need positions for the handful of nodes they report, so we walk dataclass fields
-directly and locate reported nodes with one plain code generation pass.
+directly and locate reported nodes with one plain code generation pass per parsed function.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import re
 from typing import Callable, Iterable
 
 import libcst as cst
@@ -90,11 +91,10 @@ class Span:
 
 
 class _Locator(CodegenState):
-    """Code generation that only notes where the wanted nodes start and end."""
+    """Code generation that only notes where each node starts and ends."""
 
-    def __init__(self, module: cst.Module, wanted: set[cst.CSTNode]):
+    def __init__(self, module: cst.Module):
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
-        self.wanted = wanted
         self.offset = 0
         self.ranges: dict[cst.CSTNode, list[int]] = {}
 
@@ -111,34 +111,36 @@ class _Locator(CodegenState):
             self.offset -= len(self.tokens.pop())
 
     def before_codegen(self, node: cst.CSTNode) -> None:
-        if node in self.wanted:
-            self.ranges[node] = [self.offset, self.offset]
+        self.ranges[node] = [self.offset, self.offset]
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        if node in self.wanted:
-            self.ranges[node][1] = self.offset
+        self.ranges[node][1] = self.offset
 
 
-def locate(module: cst.Module, wanted: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, Span]:
-    """1-based lines, 0-based columns of each wanted node, surrounding whitespace trimmed."""
-    wanted = set(wanted)
-    if not wanted:
-        return {}
-    state = _Locator(module, wanted)
-    module._codegen(state)
-    text = "".join(state.tokens)
-    newlines = [i for i, char in enumerate(text) if char == "\n"]
+class Locations:
+    """Where the nodes of one parsed module are, from one code generation pass however often a function's
+    nodes are asked for (its assignments and loops, the rules' hits, its class's attribute writes)."""
 
-    def position(offset: int) -> tuple[int, int]:
-        line = bisect.bisect_left(newlines, offset)
-        start_of_line = newlines[line - 1] + 1 if line else 0
+    def __init__(self, module: cst.Module):
+        state = _Locator(module)
+        module._codegen(state)
+        self.text = "".join(state.tokens)
+        self.ranges = state.ranges
+        self.newlines = [match.start() for match in re.finditer("\n", self.text)]
+
+    def _position(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_left(self.newlines, offset)
+        start_of_line = self.newlines[line - 1] + 1 if line else 0
         return line + 1, offset - start_of_line
 
-    spans = {}
-    for node, (start, end) in state.ranges.items():
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        spans[node] = Span(*position(start), *position(end))
-    return spans
+    def spans(self, wanted: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, Span]:
+        """1-based lines, 0-based columns of each wanted node, surrounding whitespace trimmed."""
+        text, spans = self.text, {}
+        for node in wanted:
+            start, end = self.ranges[node]
+            while start < end and text[start].isspace():
+                start += 1
+            while end > start and text[end - 1].isspace():
+                end -= 1
+            spans[node] = Span(*self._position(start), *self._position(end))
+        return spans

@@ -33,6 +33,9 @@ def _torch_op(name: str | None) -> bool:
     return short[:1].islower() and (not name.startswith("torch.nn.") or name.startswith("torch.nn.functional."))
 
 
+_SCOPES = {cst.FunctionDef, cst.Lambda, cst.ClassDef}
+
+
 def _named(node: cst.BaseExpression) -> list[str]:
     """The local names an argument hands over: `y`, or the elements of `[y, z]` / `(y, z)`."""
     if isinstance(node, cst.Name):
@@ -51,18 +54,21 @@ def tensor_call_results(func: cst.FunctionDef, qualname: Callable[[cst.CSTNode],
     captures: list[cst.With] = []  # the capture bodies being walked
 
     def enter(node: cst.CSTNode) -> bool:
-        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) and node is not func:
+        # exact types (these node classes have no subclasses): `isinstance` on libcst's ABCs costs several
+        # times more, on every node of every hot function
+        kind = type(node)
+        if kind in _SCOPES and node is not func:
             return False
-        if isinstance(node, cst.With) and any(
+        if kind is cst.With and any(
                 isinstance(i.item, cst.Call) and qualname(i.item.func) == GRAPH_CONTEXT for i in node.items):
             captures.append(node)
-        elif isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) \
+        elif kind is cst.Assign and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) \
                 and isinstance(node.value, cst.Call) and unknown(node.value):
             name = node.targets[0].target.value
             results[name] = results.get(name, False) or bool(captures)
-        elif isinstance(node, cst.Call):
+        elif kind is cst.Call:
             _uses(node)
-        elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+        elif kind is cst.BinaryOperation and isinstance(node.operator, cst.MatrixMultiply):
             used.update(_named(node.left) + _named(node.right))
         return True
 

@@ -74,9 +74,10 @@ def _object_counters(func: cst.FunctionDef, env: TensorEnv) -> set[str]:
     A tensor field (by annotation, name or increment) is updated on the device, not frozen."""
     counters: set[str] = set()
     for node in nodes(func):
-        if isinstance(node, cst.AugAssign) and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
+        kind = type(node)  # exact types, no subclasses: cheaper than `isinstance` on libcst's ABCs per node
+        if kind is cst.AugAssign and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
             target, step = node.target, node.value
-        elif isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.BinaryOperation) \
+        elif kind is cst.Assign and len(node.targets) == 1 and isinstance(node.value, cst.BinaryOperation) \
                 and isinstance(node.value.operator, (cst.Add, cst.Subtract)):
             target, step = node.targets[0].target, node.value.right
             if dotted(node.value.left) != dotted(target):

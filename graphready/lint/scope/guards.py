@@ -9,10 +9,10 @@ functions built from them. `Guards.platform()` keeps only what the hardware deci
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 from typing import Callable
 from dataclasses import dataclass, field, replace
-from fnmatch import fnmatchcase
 
 from graphready.lint.scope.assume import Facts
 from graphready.lint.scope.astwalk import walk_body
@@ -37,7 +37,8 @@ class Guards:
 
     eager_if: frozenset[str] = frozenset()
     captured_if: frozenset[str] = frozenset()
-    _globs: tuple[tuple[str, ...], tuple[str, ...]] = field(default=((), ()), compare=False, repr=False)
+    # the globs of each polarity as one pattern (None: no globs); guards are matched ~100k times a tree
+    _globs: tuple[re.Pattern | None, re.Pattern | None] = field(default=(None, None), compare=False, repr=False)
     capability: int | None = None  # `gpu-capability`: the GPU the graphs run on, for capability tests
     hardware_only: bool = False  # `platform()`: capture state is not a property of the machine
     # `assume-true` / `assume-false` (scope/assume.py): a branch they rule out never runs
@@ -46,7 +47,7 @@ class Guards:
     @classmethod
     def of(cls, eager_if, captured_if, capability: int | None = None, assumed: Facts | None = None) -> "Guards":
         eager, captured = frozenset(eager_if), frozenset(captured_if)
-        globs = (tuple(p for p in eager if is_glob(p)), tuple(p for p in captured if is_glob(p)))
+        globs = (_one_pattern(p for p in eager if is_glob(p)), _one_pattern(p for p in captured if is_glob(p)))
         return cls(eager, captured, globs, capability, assumed=assumed or Facts())
 
     def adding(self, eager_if=frozenset(), captured_if=frozenset()) -> "Guards":
@@ -57,7 +58,8 @@ class Guards:
         """Is `name` a predicate whose true branch is eager (`eager`) or captured (not `eager`)?"""
         if name in (self.eager_if if eager else self.captured_if):
             return True
-        return any(fnmatchcase(name, p) for p in self._globs[0 if eager else 1])
+        globs = self._globs[0 if eager else 1]
+        return globs is not None and globs.match(name) is not None
 
     def platform(self) -> "Guards":
         """Only the predicates the hardware decides (`is_hip`, `is_xpu`, `_is_cuda`, capability tests): a
@@ -87,6 +89,12 @@ class Guards:
         if not eager and not captured:
             return self
         return self.adding(eager, captured)
+
+
+def _one_pattern(globs) -> re.Pattern | None:
+    """One regular expression that matches what any of the globs matches (as `fnmatchcase`)."""
+    globs = sorted(globs)
+    return re.compile("|".join(map(fnmatch.translate, globs))) if globs else None
 
 
 def with_predicates(guards: Guards, tree: ast.Module, names: ImportMap,

@@ -192,7 +192,8 @@ class _FunctionScanner:
                 if type(node.ctx) is not ast.Load:
                     stores[node.id] = stores.get(node.id, 0) + 1
                 continue
-            self._learn_types(node)
+            if kind is ast.Assign or kind is ast.For or kind is ast.AsyncFor:  # all `_learn_types` reads
+                self._learn_types(node)
             if kind is ast.Assign or kind is ast.AnnAssign or kind is ast.Call or kind is ast.With:
                 self._learn_binding(node)
         params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
@@ -456,23 +457,26 @@ class _ModuleIndexer:
         in a lambda (`make_layers(n, lambda prefix: Layer(...))`) count where the lambda is written."""
         uses = self.index.class_uses
         calls, inert = set(), set()
+        other: dict[str, list[tuple[str, int]]] = {}  # recorded after the calls, as they always were
         lambdas = [node.body for node in body_nodes if isinstance(node, ast.Lambda)]
         body_nodes = [*body_nodes, *(n for body in lambdas for n in ast.walk(body))]
-        for node in body_nodes:
-            if isinstance(node, ast.Call):
+        for node in body_nodes:  # one pass: a call comes before its callee and arguments in both walks
+            kind = type(node)
+            if kind is ast.Call:
                 name = _class_name(node.func)
                 if name:
                     uses.setdefault(name, []).append((key, node.lineno))
                     calls.add(id(node.func))
                 elif isinstance(node.func, ast.Name) and node.func.id in INERT_CALLS:
                     inert.update(id(n) for arg in node.args[1:] for n in ast.walk(arg))
-        for node in body_nodes:
-            if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in calls and id(node) not in inert:
+            elif (kind is ast.Name or kind is ast.Attribute) and id(node) not in calls and id(node) not in inert:
                 name = _class_name(node)
                 if name:
-                    uses.setdefault(name, []).append(("", node.lineno))
-            elif isinstance(node, ast.Constant):
-                _record_named_class(uses, node)
+                    other.setdefault(name, []).append(("", node.lineno))
+            elif kind is ast.Constant:
+                _record_named_class(other, node)
+        for name, found in other.items():
+            uses.setdefault(name, []).extend(found)
 
     def _record_class_arguments(self, body_nodes: list[ast.AST]) -> None:
         """Classes handed to a class's constructor (`JetNemotronModel(cfg, decoder_layer_type=JetDecoderLayer)`):
@@ -575,7 +579,7 @@ class _ModuleIndexer:
         """The function's own statements and expressions, walked once (predicates, the class pre-pass and the
         index share it; the tree outlives the indexer, so ids stay unique)."""
         if id(node) not in self.bodies:
-            self.bodies[id(node)] = list(walk_body(node.body))
+            self.bodies[id(node)] = walk_body(node.body)
         return self.bodies[id(node)]
 
     def _regions(self, node, outer: Guards | None) -> tuple[set[str], Guards, Regions]:

@@ -24,6 +24,7 @@ A predicate can be named through a variable: `capturing = get_is_capture_mode()`
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 
 from graphready.lint.scope.attrtypes import self_attr
@@ -179,6 +180,8 @@ class OneTimeFlags:
         kv-scale calibration), unlike `if self.use_x:`, a setting no step changes."""
         parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
         flags = {attr for part in parts if (attr := self_attr(part))} - self.rearmed
+        if not flags:  # most tests name no `self` flag: no need to walk the block (an `if` per nesting level)
+            return False
         nodes = [node for stmt in body for node in ast.walk(stmt)]
         cleared = {attr for attr, falsy in _flag_writes(nodes) if falsy}
         for node in nodes:
@@ -298,8 +301,10 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
     regions = Regions()
     arguments = func.args
     parameters = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
-    assigned_locals = {name for target in _assigned_names(body_nodes) for name in _names(target)}
-    flags = identity_flags(body_nodes)
+    # worked out when a test first needs them: most functions have no test that does
+    assigned_locals = functools.cache(
+        lambda: {name for target in _assigned_names(body_nodes) for name in _names(target)})
+    flags = functools.cache(lambda: identity_flags(body_nodes))
 
     def cold(statements: list[ast.stmt]) -> None:
         block = _block_range(statements)
@@ -348,15 +353,15 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
                         cold(rest)
                         visit(stmt.body, given | facts.literals(stmt.test, True) if tracked else given)
                         return
-                elif ((_rebinds_on_change(stmt.test, stmt.body, flags) or one_time.clears(stmt.test, stmt.body))
+                elif ((_rebinds_on_change(stmt.test, stmt.body, flags()) or one_time.clears(stmt.test, stmt.body))
                       and not stmt.orelse):
                     cold(stmt.body)
-                elif (state := memo_state(stmt.test)) and _stores_result(stmt.body, global_names, assigned_locals):
+                elif (state := memo_state(stmt.test)) and _stores_result(stmt.body, global_names, assigned_locals()):
                     cold(stmt.body)
                     if _builds_tensors(stmt.body, names):
                         regions.memo.append((stmt.test.lineno, state))
                 elif ((state := _cached_state(stmt.test)) not in (None, *parameters) and _exits(stmt.body)
-                      and not stmt.orelse and _stores_state(rest, global_names, assigned_locals | parameters)):  # `if cached is not None: return cached`
+                      and not stmt.orelse and _stores_state(rest, global_names, assigned_locals() | parameters)):  # `if cached is not None: return cached`
                     cold(rest)
                     if _builds_tensors(rest, names):
                         regions.memo.append((stmt.test.lineno, state))
@@ -526,6 +531,8 @@ def falsy_when_captured(body_nodes: list[ast.AST], excluded: list[tuple[int, int
     (`if not capturing: any_visual = mask.any() else: any_visual = False`; `pad = []` filled only under
     `if batch.mm_inputs is not None:`): their true branch is eager, and a copy of them copies nothing.
     A declared global keeps the value an earlier call gave it, so it is never one of them."""
+    if not excluded and not none_methods:  # no cold line, no method returning None when captured: none are
+        return set()
     verdict: dict[str, tuple[bool, bool]] = {}  # name -> (every hot value falsy, some value on a cold line)
     for node in body_nodes:
         if not isinstance(node, (ast.Assign, ast.AugAssign, ast.Call)):
