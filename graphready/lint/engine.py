@@ -427,23 +427,18 @@ class LintRun:
                  cached: bool = True) -> dict[str, list[Candidate]]:
         """Rule hits per file; without `facts`, in the branches assume facts rule out too (not `cached`:
         those hits are only counted)."""
-        tensor_functions = {
-            f"{index.module}.{info.qualname}"
-            for index in indexes.values() for info in index.functions.values() if info.returns_tensor
-        }
-        device_fields = set().union(*(index.captured_device_fields for index in indexes.values()))
-        parameter_attrs = set().union(*(index.parameter_attrs for index in indexes.values()))
-        pageable_functions = {
-            f"{index.module}.{info.qualname}"
-            for index in indexes.values() for info in index.functions.values() if info.returns_pageable
-        }
         with _whole_project("collecting the project's classes"):
-            autograd = project.autograd_functions
-            class_fields = _class_fields(project)
-        project_salt = hashlib.blake2b(repr((sorted(tensor_functions), sorted(pageable_functions), sorted(device_fields),
-                                             sorted(parameter_attrs),
-                                             sorted(autograd), sorted(
-            (name, sorted(fields.items())) for name, fields in class_fields.items()))).encode(), digest_size=8).hexdigest()
+            shared = ProjectFacts(
+                tensor_functions={f"{index.module}.{info.qualname}" for index in indexes.values()
+                                  for info in index.functions.values() if info.returns_tensor},
+                autograd_functions=project.autograd_functions,
+                class_fields=_class_fields(project),
+                pageable_functions={f"{index.module}.{info.qualname}" for index in indexes.values()
+                                    for info in index.functions.values() if info.returns_pageable},
+                captured_device_fields=set().union(*(index.captured_device_fields for index in indexes.values())),
+                parameter_attrs=set().union(*(index.parameter_attrs for index in indexes.values())),
+                one_gpu_per_process=self.config.one_gpu_per_process)
+        project_salt = shared.digest()
         results: dict[str, list[Candidate]] = {}
         pending: list[tuple[_Source, str, FileJob]] = []
         for source in sources:
@@ -472,8 +467,6 @@ class LintRun:
                           index.global_containers, index.classes, targets, index.functions, hot_keys, *warm_up,
                           host_params)
             pending.append((source, key, job))
-        shared = ProjectFacts(tensor_functions, autograd, class_fields, pageable_functions, device_fields,
-                              parameter_attrs, self.config.one_gpu_per_process)
         advance = self._phase("analysing", pending) if cached else None  # --statistics' second pass: no bar
         analysed = _map(_analyze_job, [p[2] for p in pending], self.jobs, advance,
                         cost=lambda job: sum(info.end_lineno - info.first_line for info, _ in job.targets),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 
@@ -17,3 +18,12 @@ class ProjectFacts:
     captured_device_fields: set[str] = field(default_factory=set)  # metadata attrs that are device tensors at capture
     parameter_attrs: set[str] = field(default_factory=set)  # attributes the project makes parameter tensors
     one_gpu_per_process: bool = False  # config: no process of this engine drives several GPUs
+
+    def digest(self) -> str:
+        """Changes whenever any fact does: part of each file's cached-analysis key (sets and dicts sorted, so
+        the same facts give the same key in every run)."""
+        stated = repr((sorted(self.tensor_functions), sorted(self.autograd_functions),
+                       sorted((name, sorted(fields.items())) for name, fields in self.class_fields.items()),
+                       sorted(self.pageable_functions), sorted(self.captured_device_fields),
+                       sorted(self.parameter_attrs), self.one_gpu_per_process))
+        return hashlib.blake2b(stated.encode(), digest_size=8).hexdigest()
