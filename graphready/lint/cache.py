@@ -59,10 +59,9 @@ class LintCache:
         self.path = root / CACHE_DIR / f"lint-{self.stamp}.json"
         self.run_path = root / CACHE_DIR / f"run-{self.stamp}.json"
         self.enabled = enabled
-        self.raw: dict[str, object] = {}  # entries as read, decoded on first use
-        self.kept: dict[str, object] = {}  # decoded entries as read
-        self.entries: dict[str, CacheEntry] = {}
-        self.changed: set[str] = set()  # entries to encode again on save; the others are written as read
+        self.raw: dict[str, object] = {}  # entries as read (decoded on first use), written back as read
+        self.entries: dict[str, CacheEntry] = {}  # the decoded ones
+        self.changed: set[str] = set()  # entries to encode again on save
         self.dirty = False
         self.loaded = not enabled  # read on first use: a run whose whole result is cached never needs it
 
@@ -82,22 +81,17 @@ class LintCache:
             self.raw, self.loaded = self._load(), True
         entry = self.entries.get(rel)
         if entry is None and rel in self.raw:
-            raw = self.raw.pop(rel)
             try:
-                entry = decode(CacheEntry, raw)
+                entry = self.entries[rel] = decode(CacheEntry, self.raw[rel])
             except (ShapeError, TypeError, ValueError, RecursionError):
-                entry = None
+                del self.raw[rel]
                 self.dirty = True  # rewrite without it
-            if entry is not None:
-                self.entries[rel] = entry
-                self.kept[rel] = raw
         return entry if entry is not None and entry.digest == file_digest else None
 
     def put(self, rel: str, entry: CacheEntry) -> None:
         if not self.loaded:  # entries of other files are kept on save
             self.raw, self.loaded = self._load(), True
         self.entries[rel] = entry
-        self.raw.pop(rel, None)
         self.changed.add(rel)
         self.dirty = True
 
@@ -105,8 +99,7 @@ class LintCache:
         if not (self.enabled and self.dirty):
             return
         entries = dict(self.raw)
-        entries.update((rel, encode(entry) if rel in self.changed else self.kept[rel])
-                       for rel, entry in self.entries.items())
+        entries.update((rel, encode(self.entries[rel])) for rel in self.changed)
         self._write(self.path, "lint-", {"format": FORMAT, "stamp": self.stamp, "entries": entries})
 
     def _write(self, path: Path, prefix: str, document: dict) -> None:
