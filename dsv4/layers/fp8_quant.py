@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.kernels import runs_triton
+
 try:
     import triton
     import triton.language as tl
@@ -52,7 +54,7 @@ if triton is not None:
 
 def fused_fp8_fake_quant(x: torch.Tensor, block: int, qmax: float, floor: float) -> torch.Tensor | None:
     """The kernel's result, or None where the torch form must run (no Triton, not CUDA, strided, ragged)."""
-    if triton is None or not x.is_cuda or x.shape[-1] % block or not x.is_contiguous() or x.numel() == 0:
+    if not runs_triton(x) or x.shape[-1] % block or not x.is_contiguous() or x.numel() == 0:
         return None
     out = torch.empty_like(x)  # graphready: ignore[GR301] inside a capture the graph pool serves it, same address each replay
     n_blocks = x.numel() // block

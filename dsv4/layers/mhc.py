@@ -47,9 +47,9 @@ class HyperConnection:
 
     def join(self) -> None:
         """Make the current stream wait for the combine matrix `pre` started on the side stream."""
-        if self.in_flight is not None:
+        if self.in_flight is not None and self.side is not None:  # no side stream: comb ran in order
             torch.cuda.current_stream(self.side.device).wait_stream(self.side)
-            self.in_flight = None
+        self.in_flight = None
 
     @staticmethod
     def post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor) -> torch.Tensor:

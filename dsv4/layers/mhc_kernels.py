@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.kernels import runs_triton
 from dsv4.layers.sinkhorn import triton
 
 if triton is not None:
@@ -119,7 +120,7 @@ BLOCK_D = 1024
 
 
 def _usable(streams: torch.Tensor, *tensors: torch.Tensor) -> bool:
-    return (triton is not None and streams.is_cuda and streams.dim() == 3 and streams.shape[1] == 4
+    return (runs_triton(streams) and streams.dim() == 3 and streams.shape[1] == 4
             and streams.numel() > 0 and all(t.is_contiguous() for t in (streams, *tensors)))
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.kernels import runs_triton
+
 try:
     import triton
     import triton.language as tl
@@ -75,7 +77,7 @@ if triton is not None:
 def fused_norm_rope(x: torch.Tensor, norm: int, weight: torch.Tensor | None, eps: float,
                     rope_dim: int = 0, cos_sin: torch.Tensor | None = None, inverse: bool = False):
     """The kernel's result for rows of `x`'s last dim, or None where the torch form must run."""
-    if triton is None or not x.is_cuda or not x.is_contiguous() or x.numel() == 0:
+    if not runs_triton(x) or not x.is_contiguous() or x.numel() == 0:
         return None
     n = x.shape[-1]
     if weight is not None and (not weight.is_contiguous() or weight.numel() != n):

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.kernels import runs_triton
+
 try:
     import triton
     import triton.language as tl
@@ -88,7 +90,7 @@ def fused_sink_attention(q: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
                          sink: torch.Tensor, scale: float) -> torch.Tensor | None:
     """o [B,H,hd] bf16 for queries q [B,H,hd] over the cache rows `slots` [B or 1, S] of `cache` [B,L,hd] where
     `valid` [B or 1, S] (the first slot valid), or None where the torch form must run."""
-    if triton is None or not q.is_cuda:
+    if not runs_triton(q):
         return None
     batch, heads, head_dim = q.shape
     if (q.dtype != torch.bfloat16 or cache.dtype != torch.bfloat16 or not q.is_contiguous()
