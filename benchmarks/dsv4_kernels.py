@@ -106,7 +106,7 @@ def _is_memcpy(dst, src) -> bool:
 def triton_launches(recorder: Recorder, run: bool):
     """Record every `kernel[grid](...)` launch into `recorder`; launch it only when `run`. The graph-ready step
     reads no device value on the host, so skipping the kernels (their outputs left unwritten) changes no launch."""
-    import triton.runtime.jit as jit
+    from triton.runtime import jit
 
     classes = [jit.JITFunction]
     with contextlib.suppress(ImportError):

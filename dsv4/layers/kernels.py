@@ -20,8 +20,10 @@ except ImportError:  # CPU-only installs: the torch forms are used
     triton = None
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+# fusions switched off by name (DSV4_FUSION_OFF=route,combine): their torch forms run, for A/B timing on one machine
+FUSION_OFF = frozenset(filter(None, os.environ.get("DSV4_FUSION_OFF", "").split(",")))
 
 
-def runs_triton(t: torch.Tensor) -> bool:
-    """Whether the Triton kernels run on `t`'s device."""
-    return triton is not None and (t.is_cuda or (INTERPRET and t.device.type == "cpu"))
+def runs_triton(t: torch.Tensor, fusion: str = "") -> bool:
+    """Whether the Triton kernels run on `t`'s device (and `fusion`, if named, is not switched off)."""
+    return triton is not None and (t.is_cuda or (INTERPRET and t.device.type == "cpu")) and fusion not in FUSION_OFF

@@ -90,8 +90,8 @@ def fused_route(logits: torch.Tensor, bias: torch.Tensor | None, tid2eid: torch.
     must run. `tid2eid` (hash layers, [vocab,k] int64, ids looked up by `tokens`) or `bias` ([E] fp32)."""
     hashed = tid2eid is not None
     table = tid2eid if hashed else bias
-    if (not runs_triton(logits) or logits.dim() != 2 or logits.dtype != torch.float32 or not logits.is_contiguous()
-            or table is None or not table.is_contiguous()
+    if (not runs_triton(logits, "route") or logits.dim() != 2 or logits.dtype != torch.float32
+            or not logits.is_contiguous() or table is None or not table.is_contiguous()
             or (hashed and (tid2eid.dtype != torch.int64 or tid2eid.shape[1] != k or tokens.dtype != torch.int64))
             or (not hashed and bias.dtype != torch.float32)):
         return None
@@ -107,7 +107,7 @@ def fused_route(logits: torch.Tensor, bias: torch.Tensor | None, tid2eid: torch.
 def fused_combine(down: torch.Tensor, shared: torch.Tensor | None, k: int) -> torch.Tensor | None:
     """bf16 [B,D]: the sum of each row's k expert outputs (`down` [B*k,D] bf16) plus `shared` ([B,D] bf16 or None),
     or None where the torch form must run."""
-    if (not runs_triton(down) or down.dim() != 2 or down.shape[0] % k or not down.is_contiguous()
+    if (not runs_triton(down, "combine") or down.dim() != 2 or down.shape[0] % k or not down.is_contiguous()
             or down.dtype != torch.bfloat16
             or (shared is not None and (not shared.is_contiguous() or shared.dtype != torch.bfloat16))):
         return None
