@@ -2,7 +2,8 @@
 
     python benchmarks/dsv4_kernels.py [--preset pro-4L] [--full] [--list] [--json FILE]
 
-Counts one step of `DSV4Model.units()` (embed, then per layer pre / attention / post, then head): each aten op
+Counts one step of `DSV4Model.units()` (the step's position values once per device, embed, then per layer
+pre / attention / post, then head): each aten op
 that runs a kernel (views, allocations and metadata ops do not) and each Triton launch. Weights are synthetic
 NVFP4 for a narrowed copy of the preset (its layer kinds, hash layers, top-k and mHC at small widths that are
 multiples of every block size, so each fused path runs) unless `--full` (the preset's widths, on a GPU).
@@ -184,7 +185,8 @@ def summarise(config, units: dict[str, list[Launch]]) -> dict:
                      "memcpy": sum(1 for v in parts.values() for launch in v if launch.kind == "memcpy"),
                      "triton": sum(1 for v in parts.values() for launch in v if launch.kind == "triton")}
     total = sum(len(v) for v in units.values())
-    return {"layers": layers, "embed": len(units["embed"]), "head": len(units["head"]), "total": total,
+    return {"layers": layers, "positions": len(units["positions"]), "embed": len(units["embed"]),
+            "head": len(units["head"]), "total": total,
             "per_layer": sum(v["total"] for v in layers.values()) / max(1, len(layers))}
 
 
@@ -208,7 +210,8 @@ def print_inventory(config, units: dict[str, list[Launch]], summary: dict, listi
     by_name = Counter(f"{launch.kind}:{launch.name}" for i in summary["layers"]
                       for part in ("pre", "attention", "post") for launch in units[f"layer{i}.{part}"])
     print("\nmost launched: " + ", ".join(f"{k} x{v}" for k, v in by_name.most_common(12)))
-    print(f"embed {summary['embed']}, head {summary['head']}; step {summary['total']} launches, "
+    print(f"positions {summary['positions']}, embed {summary['embed']}, head {summary['head']}; "
+          f"step {summary['total']} launches, "
           f"{summary['per_layer']:.1f} per layer")
 
 
