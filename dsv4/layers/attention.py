@@ -65,12 +65,15 @@ class Indexer:
         self.store.zero_()
         self.compressor.reset()
 
-    def query(self, qr: torch.Tensor, x: torch.Tensor, cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Indexer queries [B, heads, dim] (RoPE, Hadamard, FP4) and head weights [B, heads], both bf16."""
+    def query(self, qr: torch.Tensor, x: torch.Tensor, cos_sin: torch.Tensor, q_out: torch.Tensor | None = None,
+              w_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Indexer queries [B, heads, dim] (RoPE, Hadamard, FP4) and head weights [B, heads], both bf16 (written
+        to `q_out`, `w_out` when given)."""
         q = self.wq_b(qr).unflatten(-1, (self.heads, self.dim))
         q = rope_tail(q, self.ctx.config.qk_rope_head_dim, cos_sin)
-        q = hadamard_fp4(q, self.ctx.fp4_tables)
-        return q, self.weights_proj(x) * self.scale
+        q = hadamard_fp4(q, self.ctx.fp4_tables, out=q_out)
+        w = self.weights_proj(x)
+        return q, w * self.scale if w_out is None else torch.mul(w, self.scale, out=w_out)
 
     def scores(self, q: torch.Tensor, w: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """score_j = sum_h w_h relu(q_h . k_j) in bf16 [B, n], as the official indexer (bf16 GEMM, bf16 products
@@ -140,13 +143,14 @@ class Attention:
         return sum(d.bytes_read for d in dense)
 
     # -- shared math ---------------------------------------------------------------------------------
-    def project(self, x: torch.Tensor, cos_sin: torch.Tensor):
-        """x (normed, bf16 [rows,D]) -> q [rows,H,hd], the tokens' cache entries kv [rows,hd], qr [rows,q_lora]."""
+    def project(self, x: torch.Tensor, cos_sin: torch.Tensor, q_out: torch.Tensor | None = None):
+        """x (normed, bf16 [rows,D]) -> q [rows,H,hd] (into `q_out` when given), the tokens' cache entries kv
+        [rows,hd], qr [rows,q_lora]."""
         eps = self.ctx.config.rms_norm_eps
         q_low, kv = self.wq_a_wkv(x)
         qr = rms_norm(q_low, self.q_norm, eps)
         q = self.wq_b(qr).unflatten(-1, (self.heads, self.head_dim))
-        q = norm_rope_tail(q, None, eps, self.rope_dim, cos_sin)
+        q = norm_rope_tail(q, None, eps, self.rope_dim, cos_sin, out=q_out)
         kv = norm_rope_tail(kv, self.kv_norm, eps, self.rope_dim, cos_sin)
         nope = self.head_dim - self.rope_dim
         kv = torch.cat([fp8_fake_quant(kv[:, :nope]), kv[:, nope:]], dim=-1)
@@ -207,36 +211,38 @@ class Attention:
                            cos_sin)
 
     # -- graph-ready path (device position, fixed shapes) ---------------------------------------------
-    def prepare_graph(self, x: torch.Tensor) -> tuple:
-        """Projections and all cache/state writes for this step's tokens (slots from `positions`); returns what
-        attention needs."""
+    def prepare_graph(self, x: torch.Tensor, q_out: torch.Tensor, qi_out: torch.Tensor | None,
+                      wi_out: torch.Tensor | None) -> None:
+        """Projections and all cache/state writes for this step's tokens (slots from `positions`); what attention
+        needs goes to the buffers `q_out` and (CSA) `qi_out`, `wi_out`."""
         cos_sin = self.positions.rope_rows[bool(self.ratio)]
-        q, kv, qr = self.project(x, cos_sin)
+        _, kv, qr = self.project(x, cos_sin, q_out)
         for t in range(self.steps):
             self.kv_cache.index_copy_(1, self.positions.kv_slot[t : t + 1], kv[t :: self.steps].unsqueeze(1))
             for compressor in self._compressors():
                 compressor.update_graph(x[t :: self.steps], t)
-        if self.indexer is None:
-            return q, None, None
-        qi, wi = self.indexer.query(qr, x, cos_sin)
-        return q, qi, wi
+        if self.indexer is not None:
+            self.indexer.query(qr, x, cos_sin, qi_out, wi_out)
 
-    def attend_graph(self, q, qi, wi) -> torch.Tensor:
-        return self._attend_rows(q, qi, wi, self.graph_key_slots)
+    def attend_graph(self, q, qi, wi, out: torch.Tensor) -> None:
+        """The step's attention output into `out`."""
+        self._attend_rows(q, qi, wi, self.graph_key_slots, out)
 
     def _compressors(self) -> list[Compressor]:
         found = [self.compressor] if self.compressor is not None else []
         return found + ([self.indexer.compressor] if self.indexer is not None else [])
 
-    def _attend_rows(self, q, qi, wi, slots_for) -> torch.Tensor:
+    def _attend_rows(self, q, qi, wi, slots_for, out: torch.Tensor | None = None) -> torch.Tensor:
         """Each token t of the step attends at its own position (pos + t) over the slots `slots_for(t, qi, wi)`
-        gives; rows back in (sequence, token) order."""
+        gives; rows back in (sequence, token) order, in `out` when given (one token per step: written there
+        directly on CUDA)."""
         outs = []
         for t in range(self.steps):
             rows = slice(t, None, self.steps)
             slots, valid = slots_for(t, None if qi is None else qi[rows], None if wi is None else wi[rows])
-            outs.append(self.masked_attention(q[rows], slots, valid))
-        return outs[0] if self.steps == 1 else torch.stack(outs, dim=1).flatten(0, 1)
+            outs.append(self.masked_attention(q[rows], slots, valid, out if self.steps == 1 else None))
+        o = outs[0] if self.steps == 1 else torch.stack(outs, dim=1).flatten(0, 1)
+        return o if out is None or o is out else out.copy_(o)
 
     def window_slots_at(self, pos: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The cache slots of the window's entries for a token at `pos`, oldest first (the official kernel's
@@ -276,11 +282,11 @@ class Attention:
         slots = torch.cat([order.expand(picked.shape[0], -1), picked + self.ring], dim=1)
         return slots, torch.cat([valid_window.expand(picked.shape[0], -1), picked_valid], dim=1)
 
-    def masked_attention(self, q, slots, valid) -> torch.Tensor:
+    def masked_attention(self, q, slots, valid, out: torch.Tensor | None = None) -> torch.Tensor:
         """Attention over the fixed-size cache at `slots` where `valid` ([B or 1, S] each). On CUDA one kernel
-        reads the keys from the cache; elsewhere the keys are gathered and `attend` runs the same arithmetic in
-        torch ops."""
-        fused = fused_sink_attention(q, self.kv_cache, slots, valid, self.sink, self.head_dim**-0.5)
+        reads the keys from the cache (and writes `out` when given); elsewhere the keys are gathered and
+        `attend` runs the same arithmetic in torch ops."""
+        fused = fused_sink_attention(q, self.kv_cache, slots, valid, self.sink, self.head_dim**-0.5, out=out)
         if fused is not None:
             return fused
         if slots.shape[0] == 1:

@@ -87,19 +87,15 @@ class Block:
     @hot_path
     def pre_attention(self) -> None:
         io = self.io
-        x, post, comb = self.hc_attn.pre(io.streams)
-        q, qi, wi = self.attn.prepare_graph(rms_norm(x, self.attn_norm, self.eps))
-        self.q_buf.copy_(q)
-        self.post_buf.copy_(post)
+        # the kernels write post, comb, q (and the indexer's qi, wi) straight into the buffers attention and
+        # post_attention read; comb is written on the mHC side stream, which `join` waits for
+        x, _, _ = self.hc_attn.pre(io.streams, self.post_buf, self.comb_buf)
+        self.attn.prepare_graph(rms_norm(x, self.attn_norm, self.eps), self.q_buf, self.qi_buf, self.wi_buf)
         self.hc_attn.join()
-        self.comb_buf.copy_(comb)
-        if qi is not None:
-            self.qi_buf.copy_(qi)
-            self.wi_buf.copy_(wi)
 
     @hot_path
     def attention(self) -> None:
-        self.o_buf.copy_(self.attn.attend_graph(self.q_buf, self.qi_buf, self.wi_buf))
+        self.attn.attend_graph(self.q_buf, self.qi_buf, self.wi_buf, self.o_buf)
 
     @hot_path
     def post_attention(self) -> None:

@@ -106,14 +106,15 @@ def head_rms_norm(q: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def norm_rope_tail(x: torch.Tensor, weight: torch.Tensor | None, eps: float, rope_dim: int,
-                   cos_sin: torch.Tensor) -> torch.Tensor:
+                   cos_sin: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """``rope_tail(rms_norm(x, weight, eps), ...)``, or with `weight` None ``rope_tail(head_rms_norm(x, eps), ...)``:
-    one kernel on CUDA."""
-    fused = fused_norm_rope(x, NORM_BF16 if weight is None else NORM_FP32, weight, eps, rope_dim, cos_sin)
+    one kernel on CUDA, which writes straight into `out` when given (the torch form copies its result there)."""
+    fused = fused_norm_rope(x, NORM_BF16 if weight is None else NORM_FP32, weight, eps, rope_dim, cos_sin, out=out)
     if fused is not None:
         return fused
     normed = head_rms_norm(x, eps) if weight is None else rms_norm(x, weight, eps)
-    return rope_tail(normed, rope_dim, cos_sin)
+    result = rope_tail(normed, rope_dim, cos_sin)
+    return result if out is None else out.copy_(result)
 
 
 def pow2_round_scale(amax: torch.Tensor, qmax: float, floor: float) -> torch.Tensor:
@@ -204,10 +205,15 @@ def hadamard(x: torch.Tensor) -> torch.Tensor:
     return (y * n**-0.5).to(x.dtype)
 
 
-def hadamard_fp4(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """``fp4_fake_quant(hadamard(x), tables)``, the indexer's queries and keys: one kernel on CUDA."""
-    fused = fused_hadamard_fp4(x, FP4_BLOCK, FP4_AMAX_FLOOR)
-    return fused if fused is not None else fp4_fake_quant(hadamard(x), tables)
+def hadamard_fp4(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+    """``fp4_fake_quant(hadamard(x), tables)``, the indexer's queries and keys: one kernel on CUDA, which writes
+    straight into `out` when given (the torch form copies its result there)."""
+    fused = fused_hadamard_fp4(x, FP4_BLOCK, FP4_AMAX_FLOOR, out=out)
+    if fused is not None:
+        return fused
+    result = fp4_fake_quant(hadamard(x), tables)
+    return result if out is None else out.copy_(result)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
