@@ -81,15 +81,16 @@ class Indexer:
         dots = torch.einsum("bhd,bnd->bhn", q, keys)
         return (torch.relu(dots) * w.unsqueeze(-1)).sum(1)
 
-    def select(self, q, w, masked: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def select(self, q, w, masked: torch.Tensor, valid_out: torch.Tensor | None = None):
         """Fixed-size top-k over all slots, those where `masked` ([n] bool: not yet written) at -inf.
 
-        Returns (indices [B, k], valid [B, k]); a pick is invalid when it landed on a masked slot.
+        Returns (indices [B, k], valid [B, k], into `valid_out` when given); a pick is invalid when it landed on a
+        masked slot.
         """
         s = self.scores(q, w, self.cache)
         s = s.masked_fill(masked, float("-inf"))
         top = top_entries(s, self.topk)
-        return top.indices, top.values > float("-inf")
+        return top.indices, torch.gt(top.values, float("-inf"), out=valid_out)
 
 
 class Attention:
@@ -275,10 +276,14 @@ class Attention:
         values = self.at_ratio
         if self.indexer is None:
             return values.key_slots[t], values.key_valid[t]
-        return self._with_picks(p.order[t], p.valid_window[t], *self.indexer.select(qi, wi, values.masked[t]))
+        # the window's part of the step's CSA key list is in place; the picks go after it
+        slots, valid = values.pick_slots[t], values.pick_valid[t]
+        picked, _ = self.indexer.select(qi, wi, values.masked[t], valid[:, self.window :])
+        torch.add(picked, self.ring, out=slots[:, self.window :])
+        return slots, valid
 
     def _with_picks(self, order, valid_window, picked, picked_valid) -> tuple[torch.Tensor, torch.Tensor]:
-        """CSA: the window's slots, then the cache slots of the indexer's picks."""
+        """CSA (eager path): the window's slots, then the cache slots of the indexer's picks."""
         slots = torch.cat([order.expand(picked.shape[0], -1), picked + self.ring], dim=1)
         return slots, torch.cat([valid_window.expand(picked.shape[0], -1), picked_valid], dim=1)
 

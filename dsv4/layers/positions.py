@@ -19,7 +19,7 @@ from graphready import hot_path
 class RatioPositions:
     """The step's values for the layers of compress ratio `ratio` (> 0), row t for the step's token t."""
 
-    def __init__(self, ratio: int, steps: int, window: int, ring: int, max_len: int, device):
+    def __init__(self, ratio: int, steps: int, window: int, ring: int, max_len: int, batch: int, topk: int, device):
         self.ratio = ratio
         self.csa = LAYER_KINDS[ratio] == "csa"  # the indexer picks among the entries: else all are keys
         self.entries = max_len // ratio  # compressed entries; index `entries` is the commit's scratch row
@@ -27,6 +27,11 @@ class RatioPositions:
         self.comp_slots = torch.arange(self.entries, device=device)
         self.count = torch.zeros(steps, **long)  # compressed entries a token sees: (pos + 1) // ratio
         self.masked = torch.zeros(steps, self.entries, dtype=torch.bool, device=device)  # CSA: slots >= count
+        # CSA's key list per token: the window's slots, then the cache slots of the indexer's picks (each CSA layer
+        # writes its picks in place, then attends: one buffer serves every CSA layer of the step)
+        picks = window + min(topk, self.entries) if self.csa else 0
+        self.pick_slots = torch.zeros(steps, batch, picks, **long)
+        self.pick_valid = torch.zeros(steps, batch, picks, dtype=torch.bool, device=device)
         # HCA's key list: the window's slots, then every compressed entry's cache slot (constant part)
         self.key_slots = torch.zeros(steps, 1, window + self.entries, **long)
         self.key_slots[:, 0, window:] = self.comp_slots + ring
@@ -45,6 +50,8 @@ class RatioPositions:
         torch.div(at + 1, m, rounding_mode="floor", out=self.count)
         if self.csa:
             torch.ge(self.comp_slots, self.count.unsqueeze(1), out=self.masked)
+            self.pick_slots[:, :, :window] = order.unsqueeze(1)
+            self.pick_valid[:, :, :window] = valid_window
         else:
             self.key_slots[:, 0, :window] = order
             self.key_valid[:, 0, :window] = valid_window[:, 0]
@@ -70,6 +77,7 @@ class StepPositions:
         self.window = cfg.sliding_window
         self.ring = self.window + self.steps - 1
         self.max_len = ctx.max_len
+        self.batch, self.topk = ctx.batch, cfg.index_topk
         self.row_offsets = ctx.row_offsets
         self.rope = {False: ctx.rope_window, True: ctx.rope_compressed}
         self.rope_rows: dict[bool, torch.Tensor] = {}  # compressed? -> this step's cos/sin rows [rows, rope_dim]
@@ -91,7 +99,8 @@ class StepPositions:
         if not ratio:
             return None
         if ratio not in self.ratios:
-            self.ratios[ratio] = RatioPositions(ratio, self.steps, self.window, self.ring, self.max_len, rope.device)
+            self.ratios[ratio] = RatioPositions(ratio, self.steps, self.window, self.ring, self.max_len, self.batch,
+                                                 self.topk, rope.device)
             self.start_rows[ratio] = rope.new_zeros(self.steps, *rope.shape[1:])
         return self.ratios[ratio]
 
