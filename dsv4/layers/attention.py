@@ -154,7 +154,7 @@ class Attention:
         q = norm_rope_tail(q, None, eps, self.rope_dim, cos_sin, out=q_out)
         kv = norm_rope_tail(kv, self.kv_norm, eps, self.rope_dim, cos_sin)
         nope = self.head_dim - self.rope_dim
-        kv = torch.cat([fp8_fake_quant(kv[:, :nope]), kv[:, nope:]], dim=-1)
+        fp8_fake_quant(kv[:, :nope], out=kv[:, :nope])  # in place: the RoPE channels stay bf16
         return q, kv, qr
 
     def attend(self, q: torch.Tensor, keys: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

@@ -83,7 +83,8 @@ class Compressor:
         if self.indexer:
             return hadamard_fp4(entry, self.ctx.fp4_tables)
         nope = self.width - cfg.qk_rope_head_dim
-        return torch.cat([fp8_fake_quant(entry[:, :nope]), entry[:, nope:]], dim=-1)
+        fp8_fake_quant(entry[:, :nope], out=entry[:, :nope])  # in place: the RoPE channels stay bf16
+        return entry
 
     def update_eager(self, x: torch.Tensor, position: int, rope: torch.Tensor) -> None:
         kv, score = self._project(x)

@@ -138,15 +138,19 @@ def _blocks(x: torch.Tensor, block: int) -> torch.Tensor:
     return xf.unflatten(-1, (-1, block))
 
 
-def fp8_fake_quant(x: torch.Tensor, block: int = FP8_BLOCK) -> torch.Tensor:
+def fp8_fake_quant(x: torch.Tensor, block: int = FP8_BLOCK, out: torch.Tensor | None = None) -> torch.Tensor:
     """Round-trip through e4m3 with one power-of-two scale per `block` channels; returns the input dtype.
 
     Official rule (``act_quant`` with a ue8m0 scale): amax floored at 1e-4, scale from `pow2_round_scale`,
     ``x / scale`` clamped to +-448 and cast to e4m3 (round to nearest even), then multiplied back. A final
     partial block (only in test configs whose widths are not multiples of the block) gets its own scale.
+    Written to `out` when given (x itself allowed).
     """
-    fused = fused_fp8_fake_quant(x, block, FP8_MAX, AMAX_FLOOR)  # one kernel on CUDA, bit-identical
-    return fused if fused is not None else fp8_fake_quant_torch(x, block)
+    fused = fused_fp8_fake_quant(x, block, FP8_MAX, AMAX_FLOOR, out=out)  # one kernel on CUDA, bit-identical
+    if fused is not None:
+        return fused
+    result = fp8_fake_quant_torch(x, block)
+    return result if out is None else out.copy_(result)
 
 
 def fp8_fake_quant_torch(x: torch.Tensor, block: int = FP8_BLOCK) -> torch.Tensor:
