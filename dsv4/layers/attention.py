@@ -235,15 +235,16 @@ class Attention:
 
     def _attend_rows(self, q, qi, wi, slots_for, out: torch.Tensor | None = None) -> torch.Tensor:
         """Each token t of the step attends at its own position (pos + t) over the slots `slots_for(t, qi, wi)`
-        gives; rows back in (sequence, token) order, in `out` when given (one token per step: written there
-        directly on CUDA)."""
+        gives; rows back in (sequence, token) order, in `out` when given (token t's rows written straight into
+        its rows of `out`: no stack of the tokens' outputs)."""
         outs = []
         for t in range(self.steps):
             rows = slice(t, None, self.steps)
             slots, valid = slots_for(t, None if qi is None else qi[rows], None if wi is None else wi[rows])
-            outs.append(self.masked_attention(q[rows], slots, valid, out if self.steps == 1 else None))
-        o = outs[0] if self.steps == 1 else torch.stack(outs, dim=1).flatten(0, 1)
-        return o if out is None or o is out else out.copy_(o)
+            outs.append(self.masked_attention(q[rows], slots, valid, None if out is None else out[rows]))
+        if out is not None:
+            return out
+        return outs[0] if self.steps == 1 else torch.stack(outs, dim=1).flatten(0, 1)
 
     def window_slots_at(self, pos: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The cache slots of the window's entries for a token at `pos`, oldest first (the official kernel's
@@ -288,9 +289,9 @@ class Attention:
         return slots, torch.cat([valid_window.expand(picked.shape[0], -1), picked_valid], dim=1)
 
     def masked_attention(self, q, slots, valid, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Attention over the fixed-size cache at `slots` where `valid` ([B or 1, S] each). On CUDA one kernel
-        reads the keys from the cache (and writes `out` when given); elsewhere the keys are gathered and
-        `attend` runs the same arithmetic in torch ops."""
+        """Attention over the fixed-size cache at `slots` where `valid` ([B or 1, S] each), into `out` when given.
+        On CUDA one kernel reads the keys from the cache (and writes a contiguous `out`); elsewhere the keys are
+        gathered and `attend` runs the same arithmetic in torch ops."""
         fused = fused_sink_attention(q, self.kv_cache, slots, valid, self.sink, self.head_dim**-0.5, out=out)
         if fused is not None:
             return fused
@@ -298,4 +299,5 @@ class Attention:
             keys = self.kv_cache.index_select(1, slots[0])
         else:
             keys = self.kv_cache.gather(1, slots.unsqueeze(-1).expand(-1, -1, self.head_dim))
-        return self.attend(q, keys, valid)
+        o = self.attend(q, keys, valid)
+        return o if out is None else out.copy_(o)
