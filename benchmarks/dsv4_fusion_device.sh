@@ -9,7 +9,7 @@
 #
 # Run from the repository root with the device preamble (wheels on PYTHONPATH) already done.
 set -uo pipefail
-FUSIONS=(route combine)
+FUSIONS=(route combine index_scores)
 OUT=${OUT:-/tmp/dsv4_fusion}
 mkdir -p "$OUT"
 ALL=$(IFS=,; echo "${FUSIONS[*]}")
@@ -30,8 +30,8 @@ stage_bench() {
 }
 
 stage_tests() {
-    python3 -m pytest -m gpu -q -n 4 --dist loadfile tests/dsv4/test_moe_kernels.py tests/dsv4/test_graphs_gpu.py \
-        -k "moe or fused or replay_matches_eager" 2>&1 | tail -15
+    python3 -m pytest -m gpu -q -n 4 --dist loadfile tests/dsv4/test_moe_kernels.py tests/dsv4/test_index_scores.py \
+        tests/dsv4/test_graphs_gpu.py -k "moe or fused or index or replay_matches_eager" 2>&1 | tail -15
 }
 
 case "${1:-all}" in

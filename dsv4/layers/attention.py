@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.compressor import Compressor
+from dsv4.layers.indexer_scores import fused_index_scores
 from dsv4.layers.primitives import fp8_fake_quant, hadamard_fp4, norm_rope_tail, rms_norm, rope_tail
 from dsv4.layers.sink_attention import KEY_BLOCK, fused_sink_attention
 from dsv4.layers.weights import Dense, StackedDense, dense_tensor
@@ -87,8 +88,9 @@ class Indexer:
         Returns (indices [B, k], valid [B, k], into `valid_out` when given); a pick is invalid when it landed on a
         masked slot.
         """
-        s = self.scores(q, w, self.cache)
-        s = s.masked_fill(masked, float("-inf"))
+        s = fused_index_scores(q, w, self.cache, masked)  # one kernel on CUDA (to a bf16 unit of the torch form)
+        if s is None:
+            s = self.scores(q, w, self.cache).masked_fill(masked, float("-inf"))
         top = top_entries(s, self.topk)
         return top.indices, torch.gt(top.values, float("-inf"), out=valid_out)
 
