@@ -57,7 +57,9 @@ def group_units(units: Sequence[Unit], mode: str) -> list[Segment]:
         return [Segment(list(units), capture=True)]
     segments: list[Segment] = []
     for unit in units:
-        if mode == "split" and unit.kind == "attention":
+        if segments and segments[-1].units[-1].kind == "positions":  # the step's positions join the next graph
+            segments[-1].units.append(unit)
+        elif mode == "split" and unit.kind == "attention":
             segments.append(Segment([unit], capture=False))
         elif mode == "layer" and unit.kind in ("attention", "post"):
             segments[-1].units.append(unit)

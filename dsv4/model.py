@@ -64,8 +64,8 @@ class DeviceContext:
 
 @dataclass
 class Unit:
-    """One piece of the graph-ready step, run on `device`; `kind` is embed | pre | attention | post | head, and with
-    speculative decoding mtp | advance."""
+    """One piece of the graph-ready step, run on `device`; `kind` is positions | embed | pre | attention | post |
+    head, and with speculative decoding mtp | advance."""
 
     name: str
     kind: str
@@ -99,7 +99,7 @@ class DSV4Model:
         self.devices = list(dict.fromkeys(self.layer_devices))
         self.contexts = {d: DeviceContext.build(config, d, batch, self.tokens_per_step, max_len, resident)
                          for d in self.devices}
-        self.io = {d: DeviceIO(config, self.rows, d) for d in self.devices}
+        self.io = {d: DeviceIO(self.contexts[d]) for d in self.devices}
         first, last = self.devices[0], self.devices[-1]
         self.embed = dense_tensor(weights["embed.weight"], first)
         self.layers = [Block(weights, i, self.contexts[d], self.io[d]) for i, d in enumerate(self.layer_devices)]
@@ -204,7 +204,7 @@ class DSV4Model:
 
     def units(self) -> dict[torch.device, list[Unit]]:
         """The graph-ready step as ordered pieces per device (devices in layer order)."""
-        plan: dict[torch.device, list[Unit]] = {d: [] for d in self.devices}
+        plan = {d: [Unit("positions", "positions", d, self.io[d].positions.refresh)] for d in self.devices}
         plan[self.devices[0]].append(Unit("embed", "embed", self.devices[0], self.embed_graph))
         for layer, device in zip(self.layers, self.layer_devices):
             i = layer.index

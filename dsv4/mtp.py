@@ -35,7 +35,7 @@ class MTPLayer:
         model's tables on that device."""
         dev, p = ctx.device, PREFIX
         self.eps = config.rms_norm_eps
-        self.io = DeviceIO(config, ctx.rows, dev)
+        self.io = DeviceIO(ctx)
         self.block = Block(weights, config.num_hidden_layers, ctx, self.io, prefix=p)
         self.e_proj = Dense(weights[f"{p}.e_proj"], dev, ctx.resident, quantize_input=True)
         self.h_proj = Dense(weights[f"{p}.h_proj"], dev, ctx.resident, quantize_input=True)
@@ -70,6 +70,7 @@ class MTPLayer:
         io.streams.copy_(self.inputs(streams, tokens))
         io.tokens.copy_(tokens)
         io.pos.copy_(pos)
+        io.positions.refresh()
         self.block.pre_attention()
         self.block.attention()
         self.block.post_attention()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.kernels import runs_triton
+
 try:
     import triton
     import triton.language as tl
@@ -40,7 +42,7 @@ if triton is not None:
 
 def argmax_rows(logits: torch.Tensor) -> torch.Tensor:
     """`logits.argmax(-1)` for [rows, n] logits (int64 [rows])."""
-    if triton is None or not logits.is_cuda or logits.dim() != 2 or not logits.is_contiguous() \
+    if not runs_triton(logits) or logits.dim() != 2 or not logits.is_contiguous() \
             or logits.dtype != torch.float32:
         return logits.argmax(-1)
     rows, n = logits.shape

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.compressor import Compressor
+from dsv4.layers.indexer_scores import fused_index_scores
 from dsv4.layers.primitives import fp8_fake_quant, hadamard_fp4, norm_rope_tail, rms_norm, rope_tail
 from dsv4.layers.sink_attention import KEY_BLOCK, fused_sink_attention
 from dsv4.layers.weights import Dense, StackedDense, dense_tensor
@@ -46,28 +47,34 @@ def top_entries(scores: torch.Tensor, k: int):
 class Indexer:
     """CSA's lightning indexer: scores every compressed entry and keeps the top-k (spec section 4)."""
 
-    def __init__(self, weights: dict, prefix: str, ctx):
+    def __init__(self, weights: dict, prefix: str, ctx, positions):
         cfg = ctx.config
         self.ctx = ctx
         self.heads, self.dim = cfg.index_n_heads, cfg.index_head_dim
+        n = ctx.max_len // 4
         self.wq_b = Dense(weights[f"{prefix}.wq_b"], ctx.device, ctx.resident, quantize_input=True)
         self.weights_proj = Dense(weights[f"{prefix}.weights_proj"], ctx.device, True)
-        self.cache = torch.zeros(ctx.batch, ctx.max_len // 4, self.dim, dtype=torch.bfloat16, device=ctx.device)
-        self.compressor = Compressor(weights, f"{prefix}.compressor", 4, self.dim, self.cache, ctx, indexer=True)
+        # the entries and, last, the scratch row the compressor commits to between window boundaries
+        self.store = torch.zeros(ctx.batch, n + 1, self.dim, dtype=torch.bfloat16, device=ctx.device)
+        self.cache = self.store[:, :n]
+        self.compressor = Compressor(weights, f"{prefix}.compressor", 4, self.dim, self.store, ctx, indexer=True,
+                                     positions=positions)
         self.scale = self.dim**-0.5 * self.heads**-0.5
-        self.topk = min(cfg.index_topk, ctx.max_len // 4)
-        self.slots = torch.arange(ctx.max_len // 4, device=ctx.device)
+        self.topk = min(cfg.index_topk, n)
 
     def reset(self) -> None:
-        self.cache.zero_()
+        self.store.zero_()
         self.compressor.reset()
 
-    def query(self, qr: torch.Tensor, x: torch.Tensor, cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Indexer queries [B, heads, dim] (RoPE, Hadamard, FP4) and head weights [B, heads], both bf16."""
+    def query(self, qr: torch.Tensor, x: torch.Tensor, cos_sin: torch.Tensor, q_out: torch.Tensor | None = None,
+              w_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Indexer queries [B, heads, dim] (RoPE, Hadamard, FP4) and head weights [B, heads], both bf16 (written
+        to `q_out`, `w_out` when given)."""
         q = self.wq_b(qr).unflatten(-1, (self.heads, self.dim))
         q = rope_tail(q, self.ctx.config.qk_rope_head_dim, cos_sin)
-        q = hadamard_fp4(q, self.ctx.fp4_tables)
-        return q, self.weights_proj(x) * self.scale
+        q = hadamard_fp4(q, self.ctx.fp4_tables, out=q_out)
+        w = self.weights_proj(x)
+        return q, w * self.scale if w_out is None else torch.mul(w, self.scale, out=w_out)
 
     def scores(self, q: torch.Tensor, w: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """score_j = sum_h w_h relu(q_h . k_j) in bf16 [B, n], as the official indexer (bf16 GEMM, bf16 products
@@ -75,19 +82,22 @@ class Indexer:
         dots = torch.einsum("bhd,bnd->bhn", q, keys)
         return (torch.relu(dots) * w.unsqueeze(-1)).sum(1)
 
-    def select(self, q, w, count) -> tuple[torch.Tensor, torch.Tensor]:
-        """Fixed-size top-k over all slots, those >= `count` (int or device tensor) at -inf.
+    def select(self, q, w, masked: torch.Tensor, valid_out: torch.Tensor | None = None):
+        """Fixed-size top-k over all slots, those where `masked` ([n] bool: not yet written) at -inf.
 
-        Returns (indices [B, k], valid [B, k]); a pick is invalid when it landed on a masked slot.
+        Returns (indices [B, k], valid [B, k], into `valid_out` when given); a pick is invalid when it landed on a
+        masked slot.
         """
-        s = self.scores(q, w, self.cache)
-        s = s.masked_fill(self.slots >= count, float("-inf"))
+        s = fused_index_scores(q, w, self.cache, masked)  # one kernel on CUDA (to a bf16 unit of the torch form)
+        if s is None:
+            s = self.scores(q, w, self.cache).masked_fill(masked, float("-inf"))
         top = top_entries(s, self.topk)
-        return top.indices, top.values > float("-inf")
+        return top.indices, torch.gt(top.values, float("-inf"), out=valid_out)
 
 
 class Attention:
-    def __init__(self, weights: dict, prefix: str, layer: int, ctx):
+    def __init__(self, weights: dict, prefix: str, layer: int, ctx, positions):
+        """`positions`: the device's `StepPositions`, which the graph-ready path reads its slots and masks from."""
         cfg = ctx.config
         self.ctx = ctx
         self.kind = cfg.layer_kind(layer)
@@ -107,16 +117,20 @@ class Attention:
         self.wo_b = Dense(weights[f"{prefix}.wo_b"], dev, res, quantize_input=True)
         self.sink = dense_tensor(weights[f"{prefix}.attn_sink"], dev, torch.float32)
         self.rope = ctx.rope_compressed if self.ratio else ctx.rope_window
+        self.positions = positions
+        self.at_ratio = positions.use(self.ratio)
         n_comp = ctx.max_len // self.ratio if self.ratio else 0
-        self.kv_cache = torch.zeros(ctx.batch, self.ring + n_comp, self.head_dim, dtype=torch.bfloat16, device=dev)
+        # the ring, the compressed entries and (compressed layers) the compressor's scratch row
+        self.kv_cache = torch.zeros(ctx.batch, self.ring + n_comp + bool(self.ratio), self.head_dim,
+                                    dtype=torch.bfloat16, device=dev)
         self.window_slots = torch.arange(self.window, device=dev)
         self.comp_slots = torch.arange(n_comp, device=dev)
         self.comp_entry_slots = self.comp_slots + self.ring  # where compressed entry j sits in the cache
         self.compressor = None
         if self.ratio:
             self.compressor = Compressor(weights, f"{prefix}.compressor", self.ratio, self.head_dim,
-                                         self.kv_cache[:, self.ring :], ctx, indexer=False)
-        self.indexer = Indexer(weights, f"{prefix}.indexer", ctx) if self.kind == "csa" else None
+                                         self.kv_cache[:, self.ring :], ctx, indexer=False, positions=positions)
+        self.indexer = Indexer(weights, f"{prefix}.indexer", ctx, positions) if self.kind == "csa" else None
 
     def reset(self) -> None:
         self.kv_cache.zero_()
@@ -132,16 +146,17 @@ class Attention:
         return sum(d.bytes_read for d in dense)
 
     # -- shared math ---------------------------------------------------------------------------------
-    def project(self, x: torch.Tensor, cos_sin: torch.Tensor):
-        """x (normed, bf16 [rows,D]) -> q [rows,H,hd], the tokens' cache entries kv [rows,hd], qr [rows,q_lora]."""
+    def project(self, x: torch.Tensor, cos_sin: torch.Tensor, q_out: torch.Tensor | None = None):
+        """x (normed, bf16 [rows,D]) -> q [rows,H,hd] (into `q_out` when given), the tokens' cache entries kv
+        [rows,hd], qr [rows,q_lora]."""
         eps = self.ctx.config.rms_norm_eps
         q_low, kv = self.wq_a_wkv(x)
         qr = rms_norm(q_low, self.q_norm, eps)
         q = self.wq_b(qr).unflatten(-1, (self.heads, self.head_dim))
-        q = norm_rope_tail(q, None, eps, self.rope_dim, cos_sin)
+        q = norm_rope_tail(q, None, eps, self.rope_dim, cos_sin, out=q_out)
         kv = norm_rope_tail(kv, self.kv_norm, eps, self.rope_dim, cos_sin)
         nope = self.head_dim - self.rope_dim
-        kv = torch.cat([fp8_fake_quant(kv[:, :nope]), kv[:, nope:]], dim=-1)
+        fp8_fake_quant(kv[:, :nope], out=kv[:, :nope])  # in place: the RoPE channels stay bf16
         return q, kv, qr
 
     def attend(self, q: torch.Tensor, keys: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -195,80 +210,96 @@ class Attention:
                 compressor.update_eager(x[t :: self.steps], position + t, self.rope)
         if self.indexer is not None:
             qi, wi = self.indexer.query(qr, x, cos_sin)
-        return self.output(self._attend_rows(q, qi, wi, position), cos_sin)
+        return self.output(self._attend_rows(q, qi, wi, lambda t, qi, wi: self.key_slots(qi, wi, position + t)),
+                           cos_sin)
 
     # -- graph-ready path (device position, fixed shapes) ---------------------------------------------
-    def prepare_graph(self, x: torch.Tensor, pos: torch.Tensor, cos_sin: torch.Tensor):
-        """Projections and all cache/state writes for this step's tokens; returns what attention needs."""
-        q, kv, qr = self.project(x, cos_sin)
+    def prepare_graph(self, x: torch.Tensor, q_out: torch.Tensor, qi_out: torch.Tensor | None,
+                      wi_out: torch.Tensor | None) -> None:
+        """Projections and all cache/state writes for this step's tokens (slots from `positions`); what attention
+        needs goes to the buffers `q_out` and (CSA) `qi_out`, `wi_out`."""
+        cos_sin = self.positions.rope_rows[bool(self.ratio)]
+        _, kv, qr = self.project(x, cos_sin, q_out)
         for t in range(self.steps):
-            at = pos + t if t else pos  # `pos + 0` would be one more kernel per layer and step
-            self.kv_cache.index_copy_(1, torch.remainder(at, self.ring), kv[t :: self.steps].unsqueeze(1))
+            self.kv_cache.index_copy_(1, self.positions.kv_slot[t : t + 1], kv[t :: self.steps].unsqueeze(1))
             for compressor in self._compressors():
-                compressor.update_graph(x[t :: self.steps], at, self.rope)
-        if self.indexer is None:
-            return q, None, None
-        qi, wi = self.indexer.query(qr, x, cos_sin)
-        return q, qi, wi
+                compressor.update_graph(x[t :: self.steps], t)
+        if self.indexer is not None:
+            self.indexer.query(qr, x, cos_sin, qi_out, wi_out)
 
-    def attend_graph(self, q, qi, wi, pos: torch.Tensor) -> torch.Tensor:
-        return self._attend_rows(q, qi, wi, pos)
+    def attend_graph(self, q, qi, wi, out: torch.Tensor) -> None:
+        """The step's attention output into `out`."""
+        self._attend_rows(q, qi, wi, self.graph_key_slots, out)
 
     def _compressors(self) -> list[Compressor]:
         found = [self.compressor] if self.compressor is not None else []
         return found + ([self.indexer.compressor] if self.indexer is not None else [])
 
-    def _attend_rows(self, q, qi, wi, pos) -> torch.Tensor:
-        """Each token of the step attends at its own position (pos + t); rows back in (sequence, token) order."""
+    def _attend_rows(self, q, qi, wi, slots_for, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Each token t of the step attends at its own position (pos + t) over the slots `slots_for(t, qi, wi)`
+        gives; rows back in (sequence, token) order, in `out` when given (token t's rows written straight into
+        its rows of `out`: no stack of the tokens' outputs)."""
         outs = []
         for t in range(self.steps):
-            at = pos + t if t else pos
-            if not self.ratio:
-                count = 0
-            elif isinstance(at, int):
-                count = (at + 1) // self.ratio
-            else:
-                count = torch.div(at + 1, self.ratio, rounding_mode="floor")
             rows = slice(t, None, self.steps)
-            outs.append(self.masked_attention(q[rows], None if qi is None else qi[rows],
-                                              None if wi is None else wi[rows], at, count))
+            slots, valid = slots_for(t, None if qi is None else qi[rows], None if wi is None else wi[rows])
+            outs.append(self.masked_attention(q[rows], slots, valid, None if out is None else out[rows]))
+        if out is not None:
+            return out
         return outs[0] if self.steps == 1 else torch.stack(outs, dim=1).flatten(0, 1)
 
-    def window_slots_at(self, pos) -> tuple[torch.Tensor, torch.Tensor]:
+    def window_slots_at(self, pos: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The cache slots of the window's entries for a token at `pos`, oldest first (the official kernel's
         order), and which exist: [W], [1,W]. Before the window fills, slot i holds position i and the empty
         slots trail; after, the oldest entry (position pos - W + 1) sits at slot (pos - W + 1) % ring. A fixed
         order makes the P.V sum run in the same order at any position and for any token of a step.
+        `StepPositions.refresh` computes the same from the device position.
         """
-        if isinstance(pos, int):
-            start = pos - self.window + 1 if pos >= self.window - 1 else 0
-        else:
-            start = torch.where(pos >= self.window - 1, pos - self.window + 1, 0)
+        start = pos - self.window + 1 if pos >= self.window - 1 else 0
         return torch.remainder(self.window_slots + start, self.ring), (self.window_slots <= pos).unsqueeze(0)
 
-    def key_slots(self, qi, wi, pos, count) -> tuple[torch.Tensor, torch.Tensor]:
-        """The cache slots a token at `pos` attends to and which are valid, [B or 1, S] each: the window's
-        entries up to pos, then the compressed entries < count (CSA: the indexer's top-k of them)."""
+    def key_slots(self, qi, wi, pos: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cache slots a token at host position `pos` attends to and which are valid, [B or 1, S] each: the
+        window's entries up to pos, then the compressed entries < (pos + 1) // ratio (CSA: the indexer's top-k
+        of them)."""
         order, valid_window = self.window_slots_at(pos)
         if not self.ratio:
             return order.unsqueeze(0), valid_window
+        count = (pos + 1) // self.ratio
         if self.indexer is None:
             slots = torch.cat([order, self.comp_entry_slots]).unsqueeze(0)
             return slots, torch.cat([valid_window, (self.comp_slots < count).unsqueeze(0)], dim=1)
-        picked, picked_valid = self.indexer.select(qi, wi, count)
+        return self._with_picks(order, valid_window, *self.indexer.select(qi, wi, self.comp_slots >= count))
+
+    def graph_key_slots(self, t: int, qi, wi) -> tuple[torch.Tensor, torch.Tensor]:
+        """`key_slots` for the step's token t, from the values `positions` computed for this step."""
+        p = self.positions
+        if not self.ratio:
+            return p.order[t : t + 1], p.valid_window[t]
+        values = self.at_ratio
+        if self.indexer is None:
+            return values.key_slots[t], values.key_valid[t]
+        # the window's part of the step's CSA key list is in place; the picks go after it
+        slots, valid = values.pick_slots[t], values.pick_valid[t]
+        picked, _ = self.indexer.select(qi, wi, values.masked[t], valid[:, self.window :])
+        torch.add(picked, self.ring, out=slots[:, self.window :])
+        return slots, valid
+
+    def _with_picks(self, order, valid_window, picked, picked_valid) -> tuple[torch.Tensor, torch.Tensor]:
+        """CSA (eager path): the window's slots, then the cache slots of the indexer's picks."""
         slots = torch.cat([order.expand(picked.shape[0], -1), picked + self.ring], dim=1)
         return slots, torch.cat([valid_window.expand(picked.shape[0], -1), picked_valid], dim=1)
 
-    def masked_attention(self, q, qi, wi, pos, count) -> torch.Tensor:
-        """Attention over the fixed-size cache at the slots `key_slots` picks. `pos` and `count` are host ints
-        (eager) or [1] device tensors (graph). On CUDA one kernel reads the keys from the cache; elsewhere the
-        keys are gathered and `attend` runs the same arithmetic in torch ops."""
-        slots, valid = self.key_slots(qi, wi, pos, count)
-        fused = fused_sink_attention(q, self.kv_cache, slots, valid, self.sink, self.head_dim**-0.5)
+    def masked_attention(self, q, slots, valid, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Attention over the fixed-size cache at `slots` where `valid` ([B or 1, S] each), into `out` when given.
+        On CUDA one kernel reads the keys from the cache (and writes a contiguous `out`); elsewhere the keys are
+        gathered and `attend` runs the same arithmetic in torch ops."""
+        fused = fused_sink_attention(q, self.kv_cache, slots, valid, self.sink, self.head_dim**-0.5, out=out)
         if fused is not None:
             return fused
         if slots.shape[0] == 1:
             keys = self.kv_cache.index_select(1, slots[0])
         else:
             keys = self.kv_cache.gather(1, slots.unsqueeze(-1).expand(-1, -1, self.head_dim))
-        return self.attend(q, keys, valid)
+        o = self.attend(q, keys, valid)
+        return o if out is None else out.copy_(o)

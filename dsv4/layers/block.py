@@ -14,20 +14,24 @@ import torch
 from dsv4.layers.attention import Attention
 from dsv4.layers.mhc import HyperConnection
 from dsv4.layers.moe import MoE
+from dsv4.layers.positions import StepPositions
 from dsv4.layers.primitives import rms_norm
 from dsv4.layers.weights import dense_tensor
 from graphready import hot_path
 
 
 class DeviceIO:
-    """The per-device inputs of a graph-ready step: token ids and residual streams per row, and the position
-    of each sequence's first token in the step."""
+    """The per-device inputs of a graph-ready step: token ids and residual streams per row, the position
+    of each sequence's first token in the step, and what the layers derive from that position (`positions`,
+    refreshed once per step before the device's first layer)."""
 
-    def __init__(self, config, rows: int, device):
+    def __init__(self, ctx):
+        config, rows, device = ctx.config, ctx.rows, ctx.device
         self.device = device
         self.tokens = torch.zeros(rows, dtype=torch.long, device=device)
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
         self.streams = torch.zeros(rows, config.hc_mult, config.hidden_size, dtype=torch.bfloat16, device=device)
+        self.positions = StepPositions(ctx, self.pos)
 
 
 class Block:
@@ -45,7 +49,7 @@ class Block:
         self.ffn_norm = dense_tensor(weights[f"{p}.ffn_norm.weight"], dev, torch.float32)
         self.hc_attn = HyperConnection(*(weights[f"{p}.hc_attn_{n}"] for n in ("fn", "scale", "base")), cfg, dev)
         self.hc_ffn = HyperConnection(*(weights[f"{p}.hc_ffn_{n}"] for n in ("fn", "scale", "base")), cfg, dev)
-        self.attn = Attention(weights, f"{p}.attn", index, ctx)
+        self.attn = Attention(weights, f"{p}.attn", index, ctx, io.positions)
         self.moe = MoE(weights, f"{p}.ffn", index, ctx)
         b, h, hc = ctx.rows, cfg.num_attention_heads, cfg.hc_mult
         self.q_buf = torch.zeros(b, h, cfg.head_dim, dtype=torch.bfloat16, device=dev)
@@ -83,24 +87,19 @@ class Block:
     @hot_path
     def pre_attention(self) -> None:
         io = self.io
-        x, post, comb = self.hc_attn.pre(io.streams)
-        cos_sin = self.attn.rope.index_select(0, io.pos + self.ctx.row_offsets)
-        q, qi, wi = self.attn.prepare_graph(rms_norm(x, self.attn_norm, self.eps), io.pos, cos_sin)
-        self.q_buf.copy_(q)
-        self.post_buf.copy_(post)
+        # the kernels write post, comb, q (and the indexer's qi, wi) straight into the buffers attention and
+        # post_attention read; comb is written on the mHC side stream, which `join` waits for
+        x, _, _ = self.hc_attn.pre(io.streams, self.post_buf, self.comb_buf)
+        self.attn.prepare_graph(rms_norm(x, self.attn_norm, self.eps), self.q_buf, self.qi_buf, self.wi_buf)
         self.hc_attn.join()
-        self.comb_buf.copy_(comb)
-        if qi is not None:
-            self.qi_buf.copy_(qi)
-            self.wi_buf.copy_(wi)
 
     @hot_path
     def attention(self) -> None:
-        self.o_buf.copy_(self.attn.attend_graph(self.q_buf, self.qi_buf, self.wi_buf, self.io.pos))
+        self.attn.attend_graph(self.q_buf, self.qi_buf, self.wi_buf, self.o_buf)
 
     @hot_path
     def post_attention(self) -> None:
         io = self.io
-        y = self.attn.output(self.o_buf, self.attn.rope.index_select(0, io.pos + self.ctx.row_offsets))
+        y = self.attn.output(self.o_buf, io.positions.rope_rows[bool(self.attn.ratio)])
         streams = HyperConnection.post(y, io.streams, self.post_buf, self.comb_buf)
         io.streams.copy_(self._ffn(streams, io.tokens))

@@ -4,8 +4,9 @@ HCA (m = 128) pools the m tokens of its window. CSA (m = 4, overlapping) pools t
 channel half with the current window's second half; its 8 slots are two halves used by alternate windows
 (window w writes half w % 2), so nothing is shifted and re-running a position rewrites exactly what it wrote
 (a rejected speculative token leaves no trace). Two update paths share the math: `update_eager` branches on
-a host position; `update_graph` computes the pooled entry every step and commits it with
-`torch.where(boundary, new, old)` at a device-computed slot.
+a host position; `update_graph` computes the pooled entry every step and commits it at the slot the step's
+`RatioPositions` computed: the window's entry where the window closes, else a scratch row past the entries
+that nothing reads.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from dsv4.layers.weights import dense_tensor
 
 
 class Compressor:
-    def __init__(self, weights: dict, prefix: str, ratio: int, width: int, entries: torch.Tensor, ctx, indexer: bool):
-        """`entries` is the [B, max_len // ratio, width] view of the cache the pooled entries are written to.
+    def __init__(self, weights: dict, prefix: str, ratio: int, width: int, entries: torch.Tensor, ctx, indexer: bool,
+                 positions):
+        """`entries` is the [B, max_len // ratio + 1, width] view of the cache the pooled entries are written to,
+        its last row the scratch row; `positions` the device's `StepPositions`.
 
         The main compressor FP8-quantizes its non-RoPE channels; the indexer's applies Hadamard then FP4.
         """
@@ -36,6 +39,8 @@ class Compressor:
         self.norm = dense_tensor(weights[f"{prefix}.norm.weight"], device, torch.float32)
         self.ctx = ctx
         self.entries = entries
+        self.at_ratio = positions.use(ratio)
+        self.positions = positions
         slots = 2 * ratio if self.overlap else ratio
         channels = (1 + self.overlap) * width
         self.kv_state = torch.zeros(ctx.batch, slots, channels, dtype=torch.float32, device=device)
@@ -78,7 +83,8 @@ class Compressor:
         if self.indexer:
             return hadamard_fp4(entry, self.ctx.fp4_tables)
         nope = self.width - cfg.qk_rope_head_dim
-        return torch.cat([fp8_fake_quant(entry[:, :nope]), entry[:, nope:]], dim=-1)
+        fp8_fake_quant(entry[:, :nope], out=entry[:, :nope])  # in place: the RoPE channels stay bf16
+        return entry
 
     def update_eager(self, x: torch.Tensor, position: int, rope: torch.Tensor) -> None:
         kv, score = self._project(x)
@@ -91,22 +97,17 @@ class Compressor:
         start = position + 1 - self.ratio
         self.entries[:, position // self.ratio] = self._finish(self._pool(half), rope[start : start + 1])
 
-    def update_graph(self, x: torch.Tensor, pos: torch.Tensor, rope: torch.Tensor) -> None:
-        """Same as `update_eager` with the position `pos` ([1] int64) on the device and no host branch."""
+    def update_graph(self, x: torch.Tensor, t: int) -> None:
+        """Same as `update_eager` for the step's token t, its position and slots from the step's `RatioPositions`
+        (computed on the device), no host branch."""
         kv, score = self._project(x)
-        phase = torch.remainder(pos, self.ratio)
-        window = torch.div(pos, self.ratio, rounding_mode="floor")
-        pooled = fused_state_pool(kv, score, self.ape, self.kv_state, self.score_state, pos, self.ratio,
-                                  self.overlap, self.width)
+        p, row = self.at_ratio, slice(t, t + 1)
+        pooled = fused_state_pool(kv, score, self.ape, self.kv_state, self.score_state, self.positions.at[row],
+                                  self.ratio, self.overlap, self.width)
         if pooled is None:
-            half = torch.remainder(window, 2)
-            slot = phase + half * self.ratio if self.overlap else phase
+            slot = p.slot[row] if self.overlap else p.phase[row]
             self.kv_state.index_copy_(1, slot, kv.unsqueeze(1))
-            self.score_state.index_copy_(1, slot, (score + self.ape.index_select(0, phase)).unsqueeze(1))
-            pooled = self._pool(half)
-        boundary = (phase == self.ratio - 1).view(1, 1, 1)
-        start = (pos + (1 - self.ratio)).clamp(min=0)
-        entry = self._finish(pooled, rope.index_select(0, start))
-        target = window.clamp(max=self.entries.shape[1] - 1)
-        old = self.entries.index_select(1, target)
-        self.entries.index_copy_(1, target, torch.where(boundary, entry.unsqueeze(1), old))
+            self.score_state.index_copy_(1, slot, (score + self.ape.index_select(0, p.phase[row])).unsqueeze(1))
+            pooled = self._pool(p.half[row])
+        entry = self._finish(pooled, self.positions.start_rows[self.ratio][row])
+        self.entries.index_copy_(1, p.target[row], entry.unsqueeze(1))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.kernels import runs_triton
+
 try:
     import triton
     import triton.language as tl
@@ -75,8 +77,8 @@ def fused_state_pool(kv: torch.Tensor, score: torch.Tensor, ape: torch.Tensor, k
     """Write the token's slot of the states (in place) and return the pooled window [B, width] fp32, or None
     where the torch form must run."""
     tensors = (kv, score, ape, kv_state, score_state)
-    if (triton is None or not kv.is_cuda or any(t.dtype != torch.float32 or not t.is_contiguous() for t in tensors)
-            or pos.numel() != 1 or pos.dtype != torch.int64 or not pos.is_cuda):
+    if (not runs_triton(kv) or any(t.dtype != torch.float32 or not t.is_contiguous() for t in tensors)
+            or pos.numel() != 1 or pos.dtype != torch.int64 or pos.device != kv.device):
         return None
     batch = kv.shape[0]
     pooled = kv.new_empty((batch, width))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from dsv4.formats import NVFP4_BLOCK, NVFP4Weight
+from dsv4.layers.kernels import runs_triton
 
 try:
     import triton
@@ -71,7 +72,7 @@ if triton is not None:
 
 
 def fused_available(weight, x: torch.Tensor) -> bool:
-    return (triton is not None and x.is_cuda and isinstance(weight, NVFP4Weight) and NVFP4_BLOCK == 16
+    return (runs_triton(x) and isinstance(weight, NVFP4Weight) and NVFP4_BLOCK == 16
             and weight.packed.stride(-1) == 1)
 
 

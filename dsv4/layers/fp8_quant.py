@@ -6,12 +6,15 @@ batch 1 it was a large share of the step's launches. This kernel does the same a
 bit-identical: the scale is built from the fp32 bits of ``max(amax, floor) * (1/qmax)`` (exponent, plus
 one when any mantissa bit is set), ``x / scale`` is an exact multiply by the reciprocal power of two, and
 fp32 -> e4m3 rounds to nearest even in both. Other devices, strided inputs and widths that are not a
-multiple of the block use the torch form.
+multiple of the block use the torch form. Rows may be strided (a channel slice of a wider tensor), and the
+kernel may write over its input: the KV entries quantise their non-RoPE channels in place.
 """
 
 from __future__ import annotations
 
 import torch
+
+from dsv4.layers.kernels import runs_triton
 
 try:
     import triton
@@ -41,21 +44,37 @@ if triton is not None:
         return q.to(tl.float8e4nv).to(tl.float32) * scale[:, None]
 
     @triton.jit
-    def _fp8_fake_quant(x, out, n_blocks, BLOCK: tl.constexpr, ROWS_: tl.constexpr, QMAX: tl.constexpr,
-                        FLOOR: tl.constexpr):
-        rows = tl.program_id(0) * ROWS_ + tl.arange(0, ROWS_)
-        ok = rows < n_blocks
-        offsets = rows[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
-        v = tl.load(x + offsets, mask=ok[:, None], other=0.0).to(tl.float32)
-        tl.store(out + offsets, fp8_round_trip(v, QMAX, FLOOR).to(out.dtype.element_ty), mask=ok[:, None])
+    def _fp8_fake_quant(x, out, n_blocks, row_blocks, x_stride, out_stride, BLOCK: tl.constexpr, ROWS_: tl.constexpr,
+                        QMAX: tl.constexpr, FLOOR: tl.constexpr):
+        blocks = tl.program_id(0) * ROWS_ + tl.arange(0, ROWS_)
+        ok = blocks < n_blocks
+        row, column = blocks // row_blocks, (blocks % row_blocks) * BLOCK
+        channels = tl.arange(0, BLOCK)[None, :]
+        v = tl.load(x + (row * x_stride + column)[:, None] + channels, mask=ok[:, None], other=0.0).to(tl.float32)
+        tl.store(out + (row * out_stride + column)[:, None] + channels,
+                 fp8_round_trip(v, QMAX, FLOOR).to(out.dtype.element_ty), mask=ok[:, None])
 
 
-def fused_fp8_fake_quant(x: torch.Tensor, block: int, qmax: float, floor: float) -> torch.Tensor | None:
-    """The kernel's result, or None where the torch form must run (no Triton, not CUDA, strided, ragged)."""
-    if triton is None or not x.is_cuda or x.shape[-1] % block or not x.is_contiguous() or x.numel() == 0:
+def _rows(t: torch.Tensor) -> torch.Tensor | None:
+    """`t` as [rows, width] with unit channel stride (a view), or None when it has no such view."""
+    if t.dim() == 2 and t.stride(1) == 1:
+        return t
+    return t.view(-1, t.shape[-1]) if t.is_contiguous() else None
+
+
+def fused_fp8_fake_quant(x: torch.Tensor, block: int, qmax: float, floor: float,
+                         out: torch.Tensor | None = None) -> torch.Tensor | None:
+    """The kernel's result (in `out` when given: x's shape, x itself allowed, since each block is read before it
+    is written), or None where the torch form must run (no Triton, not CUDA, strided channels, ragged)."""
+    if not runs_triton(x) or x.shape[-1] % block or x.numel() == 0:
         return None
-    out = torch.empty_like(x)  # graphready: ignore[GR301] inside a capture the graph pool serves it, same address each replay
+    if out is None:
+        out = torch.empty_like(x)  # graphready: ignore[GR301] inside a capture the graph pool serves it, same address each replay
+    rows, out_rows = _rows(x), _rows(out)
+    if rows is None or out_rows is None or out.shape != x.shape:
+        return None
     n_blocks = x.numel() // block
-    _fp8_fake_quant[(triton.cdiv(n_blocks, ROWS),)](x, out, n_blocks, BLOCK=block, ROWS_=ROWS, QMAX=qmax,
+    _fp8_fake_quant[(triton.cdiv(n_blocks, ROWS),)](rows, out_rows, n_blocks, x.shape[-1] // block, rows.stride(0),
+                                                     out_rows.stride(0), BLOCK=block, ROWS_=ROWS, QMAX=qmax,
                                                      FLOOR=floor)
     return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.fp8_quant import triton
+from dsv4.layers.kernels import runs_triton
 
 if triton is not None:
     import triton.language as tl
@@ -44,12 +45,16 @@ if triton is not None:
         tl.store(out + row * N + tl.arange(0, N), result.to(out.dtype.element_ty))
 
 
-def fused_hadamard_fp4(x: torch.Tensor, block: int, floor: float) -> torch.Tensor | None:
-    """`fp4_fake_quant(hadamard(x))` over the last dim, or None where the torch form must run."""
+def fused_hadamard_fp4(x: torch.Tensor, block: int, floor: float, out: torch.Tensor | None = None) -> torch.Tensor | None:
+    """`fp4_fake_quant(hadamard(x))` over the last dim (into `out` when given: contiguous, x's shape and dtype), or
+    None where the torch form must run."""
     n = x.shape[-1]
-    if (triton is None or not x.is_cuda or not x.is_contiguous() or x.numel() == 0 or n & (n - 1) or n < block
+    if (not runs_triton(x) or not x.is_contiguous() or x.numel() == 0 or n & (n - 1) or n < block
             or x.dtype != torch.bfloat16):
         return None
-    out = torch.empty_like(x)  # graphready: ignore[GR301] inside a capture the graph pool serves it
+    if out is not None and (out.shape != x.shape or out.dtype != x.dtype or not out.is_contiguous()):
+        return None
+    if out is None:
+        out = torch.empty_like(x)  # graphready: ignore[GR301] inside a capture the graph pool serves it
     _hadamard_fp4[(x.numel() // n,)](x, out, N=n, LOG2N=n.bit_length() - 1, BLOCK=block, FLOOR=floor)
     return out

@@ -29,10 +29,12 @@ class HyperConnection:
         r = torch.rsqrt(flat.square().mean(-1, keepdim=True) + self.norm_eps)
         return (flat @ self.fn.T) * r
 
-    def pre(self, streams: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """streams [B,hc,D] bf16 -> (block input [B,D] bf16, post weights [B,hc], combine matrix [B,hc,hc])."""
+    def pre(self, streams: torch.Tensor, post_out: torch.Tensor | None = None,
+            comb_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """streams [B,hc,D] bf16 -> (block input [B,D] bf16, post weights [B,hc], combine matrix [B,hc,hc]); post
+        and comb written to `post_out`, `comb_out` when given (the kernels write there directly)."""
         fused = fused_pre(streams, self.fn, self.scale, self.base, self.iters, self.hc_eps, self.norm_eps,
-                          side=self.side)
+                          side=self.side, post_out=post_out, comb_out=comb_out)
         if fused is not None:  # four kernels on CUDA, comb's on the side stream: `join` before reading it
             x, post, comb, self.in_flight = fused
             return x, post, comb
@@ -43,13 +45,14 @@ class HyperConnection:
         logits = (m[:, 2 * hc :] * self.scale[2] + self.base[2 * hc :]).unflatten(-1, (hc, hc))
         comb = sinkhorn(torch.softmax(logits, -1) + self.hc_eps, self.iters, self.hc_eps)
         x = (pre.unsqueeze(-1) * streams.float()).sum(1)
-        return x.to(streams.dtype), post, comb
+        post = post if post_out is None else post_out.copy_(post)
+        return x.to(streams.dtype), post, comb if comb_out is None else comb_out.copy_(comb)
 
     def join(self) -> None:
         """Make the current stream wait for the combine matrix `pre` started on the side stream."""
-        if self.in_flight is not None:
+        if self.in_flight is not None and self.side is not None:  # no side stream: comb ran in order
             torch.cuda.current_stream(self.side.device).wait_stream(self.side)
-            self.in_flight = None
+        self.in_flight = None
 
     @staticmethod
     def post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor) -> torch.Tensor:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.kernels import runs_triton
 from dsv4.layers.sinkhorn import triton
 
 if triton is not None:
@@ -119,17 +120,21 @@ BLOCK_D = 1024
 
 
 def _usable(streams: torch.Tensor, *tensors: torch.Tensor) -> bool:
-    return (triton is not None and streams.is_cuda and streams.dim() == 3 and streams.shape[1] == 4
+    return (runs_triton(streams) and streams.dim() == 3 and streams.shape[1] == 4
             and streams.numel() > 0 and all(t.is_contiguous() for t in (streams, *tensors)))
 
 
 def fused_pre(streams: torch.Tensor, fn: torch.Tensor, scale: torch.Tensor, base: torch.Tensor, iters: int,
-              hc_eps: float, norm_eps: float, head: bool = False, side: torch.cuda.Stream | None = None):
+              hc_eps: float, norm_eps: float, head: bool = False, side: torch.cuda.Stream | None = None,
+              post_out: torch.Tensor | None = None, comb_out: torch.Tensor | None = None):
     """mHC pre on CUDA, or None where the torch form must run. With `head` (hc_head): the collapsed streams
     [B,D]. Otherwise (block input [B,D], post [B,hc], comb [B,hc,hc], comb's inputs): with a `side` stream the
     combine matrix is computed there, overlapping the block, and the caller must keep comb's inputs alive and
-    make its stream wait for `side` before it reads comb."""
+    make its stream wait for `side` before it reads comb. `post_out`, `comb_out`: contiguous fp32 buffers the
+    kernels write post and comb to (else new ones)."""
     if not _usable(streams, fn, scale, base) or fn.dtype != torch.float32:
+        return None
+    if any(t is not None and (t.dtype != torch.float32 or not t.is_contiguous()) for t in (post_out, comb_out)):
         return None
     batch, hc, d = streams.shape
     n_mix, k_total = fn.shape
@@ -144,8 +149,10 @@ def fused_pre(streams: torch.Tensor, fn: torch.Tensor, scale: torch.Tensor, base
     x = torch.empty(batch, d, dtype=streams.dtype, device=streams.device)  # graphready: ignore[GR301]
     post = x
     if not head:
-        post = torch.empty(batch, hc, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
-        comb = torch.empty(batch, hc, hc, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
+        post = post_out if post_out is not None else \
+            torch.empty(batch, hc, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
+        comb = comb_out if comb_out is not None else \
+            torch.empty(batch, hc, hc, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
         if side is not None:
             side.wait_stream(torch.cuda.current_stream(streams.device))
         with torch.cuda.stream(side):  # None: the current stream

@@ -11,6 +11,7 @@ import torch
 
 from dsv4.layers.expert_matvec import expert_matvec
 from dsv4.layers.primitives import ACT_BLOCK, AMAX_FLOOR, FP8_MAX, act_quant
+from dsv4.layers.routing import fused_combine, fused_route
 from dsv4.layers.swiglu import fused_swiglu
 from dsv4.layers.weights import Dense, StackedDense, dense_tensor, stores_quantized
 
@@ -86,7 +87,12 @@ class MoE:
 
     def route(self, x: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(expert ids [B,k], weights [B,k] fp32): hash table or top-k of sigma + bias; weights renormalised."""
-        sigma = torch.sqrt(torch.nn.functional.softplus(torch.nn.functional.linear(x.float(), self.gate)))
+        logits = torch.nn.functional.linear(x.float(), self.gate)
+        fused = fused_route(logits, None if self.hashed else self.bias, self.tid2eid if self.hashed else None,
+                            token_ids, self.top_k, self.scale)  # one kernel on CUDA
+        if fused is not None:
+            return fused
+        sigma = torch.sqrt(torch.nn.functional.softplus(logits))
         if self.hashed:
             idx = self.tid2eid.index_select(0, token_ids)
         else:
@@ -103,7 +109,12 @@ class MoE:
         up = expert_matvec(self.w3, flat, xs, self.up_out)
         h = swiglu_bf16(gate, up, self.limit, w.flatten(), self.quantize_down_input)
         down = expert_matvec(self.w2, flat, h, self.down_out)
+        shared = [expert(x, self.limit) for expert in self.shared]
+        if len(shared) <= 1:
+            fused = fused_combine(down, shared[0] if shared else None, self.top_k)  # one kernel on CUDA
+            if fused is not None:
+                return fused
         y = down.float().unflatten(0, (x.shape[0], self.top_k)).sum(1)
-        for expert in self.shared:
-            y = y + expert(x, self.limit).float()
+        for out in shared:
+            y = y + out.float()
         return y.to(torch.bfloat16)

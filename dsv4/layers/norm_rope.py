@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.kernels import runs_triton
+
 try:
     import triton
     import triton.language as tl
@@ -73,9 +75,13 @@ if triton is not None:
 
 
 def fused_norm_rope(x: torch.Tensor, norm: int, weight: torch.Tensor | None, eps: float,
-                    rope_dim: int = 0, cos_sin: torch.Tensor | None = None, inverse: bool = False):
-    """The kernel's result for rows of `x`'s last dim, or None where the torch form must run."""
-    if triton is None or not x.is_cuda or not x.is_contiguous() or x.numel() == 0:
+                    rope_dim: int = 0, cos_sin: torch.Tensor | None = None, inverse: bool = False,
+                    out: torch.Tensor | None = None):
+    """The kernel's result for rows of `x`'s last dim (written to `out` when given: a contiguous tensor of x's
+    shape and dtype), or None where the torch form must run."""
+    if not runs_triton(x) or not x.is_contiguous() or x.numel() == 0:
+        return None
+    if out is not None and (out.shape != x.shape or out.dtype != x.dtype or not out.is_contiguous()):
         return None
     n = x.shape[-1]
     if weight is not None and (not weight.is_contiguous() or weight.numel() != n):
@@ -87,7 +93,8 @@ def fused_norm_rope(x: torch.Tensor, norm: int, weight: torch.Tensor | None, eps
                 or rope_dim & (rope_dim - 1) or rope_dim > n or rows % cos_sin.shape[0]):
             return None
         rows_per_cos = rows // cos_sin.shape[0]
-    out = torch.empty_like(x)  # graphready: ignore[GR301] inside a capture the graph pool serves it
+    if out is None:
+        out = torch.empty_like(x)  # graphready: ignore[GR301] inside a capture the graph pool serves it
     _norm_rope[(rows,)](x, weight if weight is not None else x, cos_sin if rope_dim else x, out, n, rows_per_cos,
                         eps, NORM=norm, HAS_WEIGHT=weight is not None, ROPE=rope_dim, INVERSE=inverse,
                         BLOCK=triton.next_power_of_2(n))

@@ -106,14 +106,15 @@ def head_rms_norm(q: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def norm_rope_tail(x: torch.Tensor, weight: torch.Tensor | None, eps: float, rope_dim: int,
-                   cos_sin: torch.Tensor) -> torch.Tensor:
+                   cos_sin: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """``rope_tail(rms_norm(x, weight, eps), ...)``, or with `weight` None ``rope_tail(head_rms_norm(x, eps), ...)``:
-    one kernel on CUDA."""
-    fused = fused_norm_rope(x, NORM_BF16 if weight is None else NORM_FP32, weight, eps, rope_dim, cos_sin)
+    one kernel on CUDA, which writes straight into `out` when given (the torch form copies its result there)."""
+    fused = fused_norm_rope(x, NORM_BF16 if weight is None else NORM_FP32, weight, eps, rope_dim, cos_sin, out=out)
     if fused is not None:
         return fused
     normed = head_rms_norm(x, eps) if weight is None else rms_norm(x, weight, eps)
-    return rope_tail(normed, rope_dim, cos_sin)
+    result = rope_tail(normed, rope_dim, cos_sin)
+    return result if out is None else out.copy_(result)
 
 
 def pow2_round_scale(amax: torch.Tensor, qmax: float, floor: float) -> torch.Tensor:
@@ -137,15 +138,19 @@ def _blocks(x: torch.Tensor, block: int) -> torch.Tensor:
     return xf.unflatten(-1, (-1, block))
 
 
-def fp8_fake_quant(x: torch.Tensor, block: int = FP8_BLOCK) -> torch.Tensor:
+def fp8_fake_quant(x: torch.Tensor, block: int = FP8_BLOCK, out: torch.Tensor | None = None) -> torch.Tensor:
     """Round-trip through e4m3 with one power-of-two scale per `block` channels; returns the input dtype.
 
     Official rule (``act_quant`` with a ue8m0 scale): amax floored at 1e-4, scale from `pow2_round_scale`,
     ``x / scale`` clamped to +-448 and cast to e4m3 (round to nearest even), then multiplied back. A final
     partial block (only in test configs whose widths are not multiples of the block) gets its own scale.
+    Written to `out` when given (x itself allowed).
     """
-    fused = fused_fp8_fake_quant(x, block, FP8_MAX, AMAX_FLOOR)  # one kernel on CUDA, bit-identical
-    return fused if fused is not None else fp8_fake_quant_torch(x, block)
+    fused = fused_fp8_fake_quant(x, block, FP8_MAX, AMAX_FLOOR, out=out)  # one kernel on CUDA, bit-identical
+    if fused is not None:
+        return fused
+    result = fp8_fake_quant_torch(x, block)
+    return result if out is None else out.copy_(result)
 
 
 def fp8_fake_quant_torch(x: torch.Tensor, block: int = FP8_BLOCK) -> torch.Tensor:
@@ -204,10 +209,15 @@ def hadamard(x: torch.Tensor) -> torch.Tensor:
     return (y * n**-0.5).to(x.dtype)
 
 
-def hadamard_fp4(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """``fp4_fake_quant(hadamard(x), tables)``, the indexer's queries and keys: one kernel on CUDA."""
-    fused = fused_hadamard_fp4(x, FP4_BLOCK, FP4_AMAX_FLOOR)
-    return fused if fused is not None else fp4_fake_quant(hadamard(x), tables)
+def hadamard_fp4(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+    """``fp4_fake_quant(hadamard(x), tables)``, the indexer's queries and keys: one kernel on CUDA, which writes
+    straight into `out` when given (the torch form copies its result there)."""
+    fused = fused_hadamard_fp4(x, FP4_BLOCK, FP4_AMAX_FLOOR, out=out)
+    if fused is not None:
+        return fused
+    result = fp4_fake_quant(hadamard(x), tables)
+    return result if out is None else out.copy_(result)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

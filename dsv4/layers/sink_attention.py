@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.kernels import runs_triton
+
 try:
     import triton
     import triton.language as tl
@@ -85,10 +87,12 @@ if triton is not None:
 
 
 def fused_sink_attention(q: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor, valid: torch.Tensor,
-                         sink: torch.Tensor, scale: float) -> torch.Tensor | None:
+                         sink: torch.Tensor, scale: float, out: torch.Tensor | None = None) -> torch.Tensor | None:
     """o [B,H,hd] bf16 for queries q [B,H,hd] over the cache rows `slots` [B or 1, S] of `cache` [B,L,hd] where
-    `valid` [B or 1, S] (the first slot valid), or None where the torch form must run."""
-    if triton is None or not q.is_cuda:
+    `valid` [B or 1, S] (the first slot valid), written to `out` when given (contiguous, q's shape), or None
+    where the torch form must run."""
+    if not runs_triton(q) or (out is not None and (out.shape != q.shape or out.dtype != q.dtype
+                                                   or not out.is_contiguous())):
         return None
     batch, heads, head_dim = q.shape
     if (q.dtype != torch.bfloat16 or cache.dtype != torch.bfloat16 or not q.is_contiguous()
@@ -101,7 +105,8 @@ def fused_sink_attention(q: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
     stride = 0 if slots.shape[0] == 1 else slots.shape[1]
     n_keys, hd_pad = slots.shape[1], triton.next_power_of_2(head_dim)
     scores = q.new_empty((batch, heads, n_keys), dtype=torch.float32)  # graphready: ignore[GR301] graph pool
-    out = torch.empty_like(q)  # graphready: ignore[GR301] inside a capture the graph pool serves it
+    if out is None:
+        out = torch.empty_like(q)  # graphready: ignore[GR301] inside a capture the graph pool serves it
     head_tiles = triton.cdiv(heads, BLOCK_H)
     _sink_scores[(batch, head_tiles, triton.cdiv(n_keys, BLOCK_S))](
         q, cache, slots, valid, scores, heads, n_keys, cache.shape[1], stride, scale,

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.kernels import runs_triton
+
 try:
     import triton
     import triton.language as tl
@@ -60,7 +62,7 @@ def sinkhorn_torch(comb: torch.Tensor, iters: int, eps: float) -> torch.Tensor:
 def sinkhorn(comb: torch.Tensor, iters: int, eps: float) -> torch.Tensor:
     """`sinkhorn_torch`, as one kernel where it can run (CUDA, fp32, contiguous, hc = 4 as in DeepSeek-V4)."""
     hc = comb.shape[-1]
-    if (triton is None or not comb.is_cuda or comb.dtype != torch.float32 or not comb.is_contiguous()
+    if (not runs_triton(comb) or comb.dtype != torch.float32 or not comb.is_contiguous()
             or hc != 4 or comb.numel() == 0):
         return sinkhorn_torch(comb, iters, eps)
     out = torch.empty_like(comb)  # graphready: ignore[GR301] inside a capture the graph pool serves it

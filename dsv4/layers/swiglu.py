@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.fp8_quant import triton
+from dsv4.layers.kernels import runs_triton
 
 BLOCKS = 8  # quantisation blocks per program
 
@@ -44,7 +45,7 @@ def fused_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: tor
                  block: int, qmax: float, floor: float) -> torch.Tensor | None:
     """bf16 [rows, n] (FP8-quantised per `block` channels when `quantize`), or None where the torch form must run.
     `weight`: fp32 [rows], one routing weight per row, or None. Programs cover whole blocks either way."""
-    if (triton is None or not gate.is_cuda or gate.dim() != 2 or gate.shape != up.shape or gate.numel() == 0
+    if (not runs_triton(gate) or gate.dim() != 2 or gate.shape != up.shape or gate.numel() == 0
             or not (gate.is_contiguous() and up.is_contiguous()) or gate.shape[-1] % block
             or (weight is not None and (weight.dtype != torch.float32 or not weight.is_contiguous()))):
         return None

@@ -30,7 +30,8 @@ def test_full_mode_is_one_graph_per_device(tiny_units):
 
 def test_layer_mode_is_one_graph_per_layer_plus_embed_and_head(tiny_units):
     segments = shape(group_units(tiny_units, "layer"))
-    assert segments[0] == ("graph", ["embed"]) and segments[-1] == ("graph", ["head"])
+    # the step's position values, computed once per device, ride in the device's first graph
+    assert segments[0] == ("graph", ["positions", "embed"]) and segments[-1] == ("graph", ["head"])
     assert segments[1] == ("graph", ["layer0.pre", "layer0.attention", "layer0.post"])
     assert len(segments) == preset("tiny").num_hidden_layers + 2
 

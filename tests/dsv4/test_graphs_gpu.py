@@ -110,6 +110,20 @@ def test_fused_fp8_fake_quant_is_bit_identical_to_the_torch_form(dtype, block):
 
 
 @needs_gpu
+def test_fused_fp8_fake_quant_writes_a_channel_slice_in_place():
+    """The KV entries' form: the non-RoPE channels of [rows, width] rows (strided) quantised over themselves,
+    the RoPE channels untouched, bit for bit the torch form's."""
+    from dsv4.layers.fp8_quant import fused_fp8_fake_quant
+    from dsv4.layers.primitives import AMAX_FLOOR, FP8_MAX, fp8_fake_quant_torch
+
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    kv = (torch.randn(5, 512, device="cuda", generator=gen) * 40).to(torch.bfloat16)
+    expected = torch.cat([fp8_fake_quant_torch(kv[:, :448], 64), kv[:, 448:]], dim=-1)
+    assert fused_fp8_fake_quant(kv[:, :448], 64, FP8_MAX, AMAX_FLOOR, out=kv[:, :448]) is not None
+    assert torch.equal(kv.view(torch.int16), expected.view(torch.int16))
+
+
+@needs_gpu
 @pytest.mark.parametrize("iters", [1, 20])
 def test_fused_sinkhorn_is_bit_identical_to_the_torch_form(iters):
     """mHC's combine-matrix normalisation as one kernel against its torch form on CUDA (torch's own CPU form

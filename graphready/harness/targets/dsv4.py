@@ -175,6 +175,7 @@ class _Target:
                 io.streams.copy_(streams)
                 io.tokens.copy_(tokens)
                 io.pos.copy_(position)
+                io.positions.refresh()
                 block.pre_attention()
                 block.attention()
                 block.post_attention()
@@ -282,8 +283,9 @@ class _Target:
 
 def _layer_code() -> tuple:
     from dsv4.layers.block import Block
+    from dsv4.layers.positions import StepPositions
 
-    return (Block.pre_attention, Block.attention, Block.post_attention)
+    return (StepPositions.refresh, Block.pre_attention, Block.attention, Block.post_attention)
 
 
 def _mtp_code() -> tuple:
