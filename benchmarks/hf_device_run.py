@@ -1,17 +1,20 @@
-"""The one device call that regenerates docs/hf.md: check shards first and alone, then the twins, then the page.
+"""The device run that regenerates docs/hf.md: the check alone first, then the twins, then the page.
 
 On one GPU, within --total seconds (default 540, under the device's 10-minute limit per command):
 
 1. `hf_readiness.py environment` -> OUT/env.json;
-2. the --shards `graphready check hf --all-architectures` shards side by side (layers on), each writing
-   OUT/check<k>.json, all stopped at --check-seconds (a shard stopped there writes nothing: its log stays);
+2. `graphready check hf --all-architectures` (layers on, --jobs workers) with its own `--time-limit`, so that
+   it writes OUT/check.json even when the time runs out (units it did not reach say "not checked");
 3. the float32 twins of every architecture (`hf_twins.py`, a row written as it finishes) in what time
    remains, less --render-seconds;
 4. the page rendered from whatever JSON is there into OUT/hf.md (docs/hf.md's hand-written text kept).
 
-Every step is time-boxed; what it wrote stays. OUT/run.json says what each step did. The device command:
+`--stages` runs some of them (one device command each when together they would not fit in ten minutes;
+`hf_readiness.py render` then joins the JSON of both). Every step is time-boxed; what it wrote stays.
+OUT/run.json says what each step did. The device command:
 
     python benchmarks/hf_device_run.py --out "$OUT"
+    python benchmarks/hf_device_run.py --out "$OUT" --stages env,check --check-seconds 500
 
 `--dry-run` prints the commands with their time boxes and runs nothing (no torch needed).
 """
@@ -45,14 +48,13 @@ class Step:
     wall_s: float = 0.0
 
 
-def check_steps(out: Path, shards: int, jobs: int, unit_timeout: float) -> list[Step]:
-    python = sys.executable
-    return [Step(f"check {k}/{shards}", [python, "-m", "graphready", "check", "hf", "--all-architectures",
-                                          "--batch-sizes", "1", "--steps", "4", "--jobs", str(jobs),
-                                          "--timeout", f"{unit_timeout:g}", "--no-lint", "--format", "json",
-                                          "--output", str(out / f"check{k}.json"), "--shard", f"{k}/{shards}"],
-                 str(out / f"check{k}.log"))
-            for k in range(1, shards + 1)]
+def check_step(out: Path, jobs: int, unit_timeout: float, seconds: float) -> Step:
+    """The check, stopping itself GRACE_S * 3 before its time box so that it still writes its report."""
+    limit = max(seconds - 3 * GRACE_S, 1.0)
+    return Step("check", [sys.executable, "-m", "graphready", "check", "hf", "--all-architectures",
+                          "--batch-sizes", "1", "--steps", "4", "--jobs", str(jobs), "--timeout", f"{unit_timeout:g}",
+                          "--time-limit", f"{limit:g}", "--no-lint", "--format", "json",
+                          "--output", str(out / "check.json")], str(out / "check.log"))
 
 
 def twins_step(out: Path, jobs: int) -> Step:
@@ -61,7 +63,7 @@ def twins_step(out: Path, jobs: int) -> Step:
 
 
 def render_argv(out: Path) -> list[str] | None:
-    """The render command over the JSON found in `out`, or None when no check shard wrote any."""
+    """The render command over the JSON found in `out`, or None when no check wrote any."""
     checks = sorted(str(p) for p in out.glob("check*.json") if _readable(p))
     if not checks:
         return None
@@ -132,54 +134,66 @@ def _record(out: Path, steps: list[Step]) -> None:
     (out / "run.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
 
 
+STAGES = ("env", "check", "twins", "render")
+
+
 def plan(args) -> list[tuple[Step, float]]:
-    """Each step and its time box, in order (the check shards share theirs)."""
+    """The chosen steps before the render, each with its time box, in order."""
     out = Path(args.out)
-    twins = args.total - args.env_seconds - args.check_seconds - args.render_seconds
-    env = Step("environment", [sys.executable, str(ROOT / "benchmarks" / "hf_readiness.py"), "environment"],
-               str(out / "env.log"), stdout=str(out / "env.json"))
-    return ([(env, args.env_seconds)] + [(s, args.check_seconds) for s in check_steps(out, args.shards, args.jobs,
-                                                                                      args.unit_timeout)]
-            + [(twins_step(out, args.twins_jobs), twins)])
+    chosen = []
+    if "env" in args.stages:
+        chosen.append((Step("environment", [sys.executable, str(ROOT / "benchmarks" / "hf_readiness.py"),
+                                            "environment"], str(out / "env.log"), stdout=str(out / "env.json")),
+                       args.env_seconds))
+    if "check" in args.stages:
+        chosen.append((check_step(out, args.jobs, args.unit_timeout, args.check_seconds), args.check_seconds))
+    if "twins" in args.stages:
+        used = sum(seconds for _, seconds in chosen) + (args.render_seconds if "render" in args.stages else 0)
+        chosen.append((twins_step(out, args.twins_jobs), args.total - used))
+    return chosen
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, metavar="DIR", help="where every JSON, log and the page go")
+    parser.add_argument("--stages", default=",".join(STAGES), type=lambda text: text.split(","),
+                        help=f"which of {','.join(STAGES)} to run (default: all)")
     parser.add_argument("--total", type=float, default=540.0, help="seconds for the whole run")
     parser.add_argument("--env-seconds", type=float, default=30.0)
-    parser.add_argument("--check-seconds", type=float, default=330.0, help="the time box of the check shards")
+    parser.add_argument("--check-seconds", type=float, default=330.0, help="the time box of the check")
     parser.add_argument("--render-seconds", type=float, default=20.0)
-    parser.add_argument("--shards", type=int, default=3)
-    parser.add_argument("--jobs", type=int, default=4, help="workers per check shard")
+    parser.add_argument("--jobs", type=int, default=12, help="the check's workers")
     parser.add_argument("--unit-timeout", type=float, default=90.0, help="the check's --timeout per unit")
-    parser.add_argument("--twins-jobs", type=int, default=4)
+    parser.add_argument("--twins-jobs", type=int, default=12)
     parser.add_argument("--dry-run", action="store_true", help="print the steps and their time boxes")
     args = parser.parse_args(argv)
-    if min(args.shards, args.jobs, args.twins_jobs) < 1:
-        parser.error("--shards, --jobs and --twins-jobs must be at least 1")
+    if min(args.jobs, args.twins_jobs) < 1:
+        parser.error("--jobs and --twins-jobs must be at least 1")
+    unknown = [stage for stage in args.stages if stage not in STAGES]
+    if unknown:
+        parser.error(f"unknown stage {unknown[0]!r}: choose from {', '.join(STAGES)}")
     steps = plan(args)
-    if steps[-1][1] < 0:
-        parser.error(f"--total {args.total:g} leaves no time for the twins after the environment, the check "
-                     "shards and the render")
+    if any(seconds < 1 for _, seconds in steps):
+        parser.error(f"--total {args.total:g} leaves no time for the twins after the other stages")
     if args.dry_run:
         for step, seconds in steps:
             print(f"{seconds:6.0f}s  {shlex.join(step.argv)}")
-        print(f"{args.render_seconds:6.0f}s  {sys.executable} benchmarks/hf_readiness.py render ...")
+        if "render" in args.stages:
+            print(f"{args.render_seconds:6.0f}s  {sys.executable} benchmarks/hf_readiness.py render ...")
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    (env, env_s), checks, (twins, _) = steps[0], [s for s, _ in steps[1:-1]], steps[-1]
-    run_together([env], env_s)
-    _record(out, [env])
-    run_together(checks, args.check_seconds)
-    _record(out, [env, *checks])
-    left = args.total - (time.monotonic() - started) - args.render_seconds
-    if left > 1:
-        run_together([twins], left)
-    done = [env, *checks, twins]
-    command = render_argv(out)
+    done: list[Step] = []
+    for step, seconds in steps:
+        if step.name == "twins":  # whatever the earlier steps left
+            seconds = args.total - (time.monotonic() - started) - (args.render_seconds if "render" in args.stages else 0)
+            if seconds <= 1:
+                continue
+        run_together([step], seconds)
+        done.append(step)
+        _record(out, done)
+    command = render_argv(out) if "render" in args.stages else None
     if command is not None:
         page = out / "hf.md"
         page.write_text((ROOT / "docs" / "hf.md").read_text(encoding="utf-8"), encoding="utf-8")
@@ -190,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     for step in done:
         print(f"{step.name:12} rc={step.rc} {'TIMED OUT ' if step.timed_out else ''}{step.wall_s:.0f}s "
               f"of {step.seconds:.0f}s")
-    return 0 if command is not None else 1
+    return 0 if all(not step.timed_out for step in done) else 1
 
 
 if __name__ == "__main__":

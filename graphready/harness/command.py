@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per unit before it is killed")
     parser.add_argument("--load-timeout", type=float, default=1800.0, metavar="S",
                         help="seconds a worker may take to build the target before it is killed")
+    parser.add_argument("--time-limit", type=float, metavar="S",
+                        help="seconds for the whole run: then the workers are stopped and the report says which "
+                             "units were not checked (exit 1)")
     parser.add_argument(
         "--capture-alloc-limit-mb", type=float, default=512.0, metavar="MB", help="GD402 warns above this capture allocation"
     )
@@ -96,8 +99,8 @@ def _validate(args) -> tuple[Severity, str]:
         raise UsageError("--steps must be at least 1")
     if args.gpus < 1 or args.jobs < 1:
         raise UsageError("--gpus and --jobs must be at least 1")
-    if args.timeout <= 0 or args.load_timeout <= 0:
-        raise UsageError("--timeout and --load-timeout must be positive")
+    if args.timeout <= 0 or args.load_timeout <= 0 or (args.time_limit is not None and args.time_limit <= 0):
+        raise UsageError("--timeout, --load-timeout and --time-limit must be positive")
     parse_shard(args.shard)
     try:
         fail_on = Severity.parse(args.fail_on)
@@ -256,6 +259,8 @@ def check_settings(args: argparse.Namespace, fail_on: Severity, factory_kwargs: 
                 "jobs": args.jobs, "timeout": args.timeout, "capture-alloc-limit-mb": args.capture_alloc_limit_mb}
     if args.cold_capture:
         settings["cold-capture"] = True
+    if args.time_limit is not None:
+        settings["time-limit"] = args.time_limit
     if args.unit:
         settings["unit"] = list(args.unit)
     settings.update(json.loads(factory_kwargs))  # dsv4: preset, checkpoint, mtp; hf: model_type, model, ...
@@ -265,6 +270,7 @@ def check_settings(args: argparse.Namespace, fail_on: Severity, factory_kwargs: 
 def run(args: argparse.Namespace) -> int:
     fail_on, factory_kwargs = _validate(args)
     root = Path.cwd()
+    started = time.monotonic()
     options = WorkerOptions(
         steps=args.steps,
         capture_alloc_limit=int(args.capture_alloc_limit_mb * 2**20),
@@ -273,8 +279,9 @@ def run(args: argparse.Namespace) -> int:
         root=str(root),
         load_timeout_s=args.load_timeout,
         cold_capture=args.cold_capture,
+        time_limit_s=args.time_limit,
+        run_deadline=None if args.time_limit is None else started + args.time_limit,
     )
-    started = time.monotonic()
     listing = list_target(args.target, options, args.gpus)
     units, chosen = _choose(args, listing.units, root)
     run_info = {"target": args.target, "factory_kwargs": json.loads(factory_kwargs), "gpus": args.gpus, **chosen}

@@ -51,6 +51,8 @@ class WorkerOptions:
     root: str = os.getcwd()
     load_timeout_s: float = 1800.0  # building the target (a full-size model) once per worker
     cold_capture: bool = False  # also capture each unit with no warm-up, in workers of their own (GD203)
+    time_limit_s: float | None = None  # the whole run's budget (--time-limit): units not done by then are not checked
+    run_deadline: float | None = None  # time.monotonic() at which that budget runs out, set when the run starts
 
 
 def worker_env() -> dict[str, str]:

@@ -153,6 +153,17 @@ class _Follow:
     load_failed: str | None = None  # the target never loaded: every remaining unit fails with this
 
 
+def out_of_time(options: WorkerOptions) -> bool:
+    return options.run_deadline is not None and time.monotonic() >= options.run_deadline
+
+
+NOT_CHECKED = "not checked: "  # how a unit the run stopped before its verdict reads (no finding: it has none)
+
+
+def time_limit_message(options: WorkerOptions) -> str:
+    return f"{NOT_CHECKED}the run's --time-limit of {options.time_limit_s:g}s ran out"
+
+
 def _follow(worker: WorkerProcess, remaining: list[UnitInfo], record: WorkerRecord, gpu: int | None,
             options: WorkerOptions, listener: Listener) -> _Follow:
     by_name = {u.name: u for u in remaining}
@@ -161,7 +172,19 @@ def _follow(worker: WorkerProcess, remaining: list[UnitInfo], record: WorkerReco
     phase = "load"
     deadline = time.monotonic() + options.load_timeout_s
     while True:
-        event = worker.next_event(deadline - time.monotonic())
+        wait = deadline - time.monotonic()
+        if options.run_deadline is not None:
+            wait = min(wait, options.run_deadline - time.monotonic())
+        event = worker.next_event(wait)
+        if event is _TIMED_OUT and out_of_time(options):
+            worker.finish(kill=True)
+            record.end = "stopped: the run's time limit ran out"
+            if current is not None:
+                stopped = UnitResult(name=current.name, device=current.device or (f"cuda:{gpu}" if gpu is not None else None),
+                                     error=f"{time_limit_message(options)} during {phase}", worker=record.id)
+                out.results.append(stopped)
+                listener.unit_done(stopped)
+            return out
         if event is _TIMED_OUT:
             worker.finish(kill=True)
             if record.load_s is None:
@@ -231,6 +254,13 @@ def run_lane(target: str, units: list[UnitInfo], gpu: int | None, options: Worke
     records: list[WorkerRecord] = []
     remaining = list(units)
     while remaining:
+        if out_of_time(options):
+            for unit in remaining:  # no finding: the run stopped, the unit has no verdict
+                unchecked = UnitResult(name=unit.name, device=unit.device or (f"cuda:{gpu}" if gpu is not None else None),
+                                       error=time_limit_message(options))
+                results.append(unchecked)
+                listener.unit_done(unchecked)
+            break
         record = WorkerRecord(next_id(), gpu)
         records.append(record)
         worker = WorkerProcess([*command, *serve_args(target, remaining, gpu, gpus, options)], options.root)

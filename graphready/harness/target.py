@@ -66,23 +66,31 @@ def load_factory(spec: str) -> Callable[..., Any]:
     return factory
 
 
-def spans_gpus(factory: Callable[..., Any]) -> bool:
-    """The factory places its model over several GPUs: it takes a `gpus` argument."""
+def _takes(factory: Callable[..., Any], argument: str) -> bool:
     try:
-        return "gpus" in inspect.signature(factory).parameters
+        return argument in inspect.signature(factory).parameters
     except (TypeError, ValueError):
         return False
 
 
-def load_units(spec: str, factory_kwargs: dict[str, Any] | None = None, gpus: int | None = None) -> list[Unit]:
+def spans_gpus(factory: Callable[..., Any]) -> bool:
+    """The factory places its model over several GPUs: it takes a `gpus` argument."""
+    return _takes(factory, "gpus")
+
+
+def load_units(spec: str, factory_kwargs: dict[str, Any] | None = None, gpus: int | None = None,
+               only: list[str] | None = None) -> list[Unit]:
     """Call the target's factory and validate what it returns: a non-empty list of uniquely named units.
 
-    `gpus` reaches the factory only when it takes that argument (see `spans_gpus`).
+    `gpus` reaches the factory only when it takes that argument (see `spans_gpus`); so does `only`, the
+    names of the units a worker will check, so that a factory of many models builds just theirs.
     """
     factory = load_factory(spec)
     kwargs = dict(factory_kwargs or {})
     if gpus is not None and spans_gpus(factory):
         kwargs["gpus"] = gpus
+    if only is not None and _takes(factory, "only"):
+        kwargs["only"] = list(only)
     units = factory(**kwargs)
     if isinstance(units, Unit):
         units = [units]

@@ -6,8 +6,8 @@
 `serve` builds the target once (its factory, then every unit's `setup`), then checks the named units
 in order and streams one JSON line per event to the file descriptor FD: `loaded`, then per unit
 `start`, `phase`..., `result`. A failed capture poisons the process's CUDA context, so after a unit
-that failed capture or could not be checked the worker says `retire` and exits; the parent starts
-a fresh worker for the units that are left. One of graphready's own checks failing (GD001) does not
+that failed capture, or stopped with an error after which a probe capture fails, the worker says `retire`
+and exits; the parent starts a fresh worker for the units that are left. One of graphready's own checks failing (GD001) does not
 retire the worker while the CUDA context still works. Without `--gpu` the worker sees every GPU (a target
 placed over several GPUs); with it, "cuda" means GPU K. With `--cold` each unit is only captured
 with no warm-up (GD203, the cold pass of `graphready check --cold-capture`).
@@ -74,13 +74,15 @@ class Events:
 
 
 def serve(target: str, names: list[str], factory_kwargs: dict, gpus: int, emit: Callable[..., None],
-          check: Callable) -> int:
-    """Load the target once, then `check(unit, on_phase) -> UnitResult` each named unit until one poisons."""
+          check: Callable, poisoned: Callable | None = None) -> int:
+    """Load the target once, then `check(unit, on_phase) -> UnitResult` each named unit until `poisoned(result)`
+    (default: the result's own `poisons_worker`) says the process can check no more."""
+    poisoned = poisoned or (lambda result: result.poisons_worker())
     from graphready.harness.target import load_units, select_unit
 
     started = time.perf_counter()
     try:
-        units = load_units(target, factory_kwargs, gpus)
+        units = load_units(target, factory_kwargs, gpus, only=names)
         chosen = [select_unit(units, name) for name in names]
         for unit in chosen:
             if unit.setup is not None:
@@ -91,12 +93,13 @@ def serve(target: str, names: list[str], factory_kwargs: dict, gpus: int, emit: 
     emit("loaded", seconds=round(time.perf_counter() - started, 3), pid=os.getpid())
     for unit in chosen:
         emit("start", unit=unit.name)
+        raised = False
         try:
             result = check(unit, lambda phase: emit("phase", phase=phase))
         except Exception as exc:  # graphready's own check failed outside every guard of the session
-            result = _unfinished(unit, exc)
+            result, raised = _unfinished(unit, exc), True
         emit("result", result=result.to_json())
-        if result.poisons_worker():
+        if raised or poisoned(result):
             emit("retire", unit=unit.name)
             return 0
     emit("done")
@@ -155,9 +158,40 @@ def gpu_check(steps: int, capture_alloc_limit: int, root: Path, cold: bool = Fal
         except Exception as exc:  # the unit left the CUDA context broken: the next unit needs a fresh worker
             if not result.poisons_worker():
                 result.error = f"the CUDA context no longer works after this unit's check ({type(exc).__name__}: {exc})"
+            healthy[result.name] = False
         return result
 
-    return check
+    healthy: dict[str, bool] = {}
+
+    def poisoned(result) -> bool:
+        """A failed capture always retires the worker; a unit that stopped with an error only when a probe
+        capture shows the context broken (an error before any capture, such as a model that cannot be built,
+        must not cost every later unit another load)."""
+        if not result.poisons_worker():
+            return False
+        if result.capture == "failed" or healthy.pop(result.name, True) is False:
+            return True
+        return not capture_works(torch.device("cuda", torch.cuda.current_device()))
+
+    return check, poisoned
+
+
+def capture_works(device) -> bool:
+    """Capture and replay one kernel on `device`: False when the context can no longer capture or run."""
+    import torch
+
+    try:
+        with torch.cuda.device(device):
+            probe = torch.zeros(1, device=device)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=torch.cuda.Stream(device=device)):
+                probe.add_(1)
+            graph.replay()
+            graph.replay()
+            torch.cuda.synchronize(device)
+            return probe.item() == 2.0
+    except Exception:
+        return False
 
 
 def _serve(args) -> int:
@@ -172,8 +206,9 @@ def _serve(args) -> int:
     from graphready.harness.checks.pointers.alloc_history import start_recording
 
     start_recording()  # before the factory: GD307 locates buffers made at load time too
-    check = gpu_check(args.steps, args.capture_alloc_limit, Path(args.root), cold=args.cold)
-    return serve(args.target, json.loads(args.units), json.loads(args.factory_kwargs), args.gpus, emit, check)
+    check, poisoned = gpu_check(args.steps, args.capture_alloc_limit, Path(args.root), cold=args.cold)
+    return serve(args.target, json.loads(args.units), json.loads(args.factory_kwargs), args.gpus, emit, check,
+                 poisoned)
 
 
 def build_parser() -> argparse.ArgumentParser:

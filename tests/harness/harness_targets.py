@@ -28,6 +28,12 @@ def two_units() -> list[Unit]:
     return [Unit("double", double, _inputs), Unit("triple", lambda x: x * 3, _inputs, atol=1e-6)]
 
 
+def selective_units(only: list[str] | None = None) -> list[Unit]:
+    """Three units, or just those named in `only` (what a worker passes a factory that takes it)."""
+    units = [Unit(name, double, _inputs) for name in ("a", "b", "c")]
+    return units if only is None else [u for u in units if u.name in only]
+
+
 def _in_serve_worker() -> bool:
     return "serve" in sys.argv[1:2]
 
@@ -89,7 +95,8 @@ def raising_factory():
 
 def gpu_planted_units(log: str, plan: str, gpus: int = 1) -> list[Unit]:
     """`planted_units` on a GPU: "ok" scales by a weight the build made; "sync" also reads an element to
-    the host, which fails (and poisons) a capture. Only builds in `serve` workers are logged."""
+    the host, which fails (and poisons) a capture; "raise" raises before any capture. Only builds in `serve`
+    workers are logged."""
     import torch
 
     if _in_serve_worker():
@@ -103,10 +110,13 @@ def gpu_planted_units(log: str, plan: str, gpus: int = 1) -> list[Unit]:
     def sync(x):
         return x * weight[0].item()
 
+    def broken(x):
+        raise ValueError("planted: this step cannot run")
+
     def inputs(seed):
         return (torch.full((4096,), float(seed), device="cuda"),)
 
-    kinds = {"ok": ok, "sync": sync}
+    kinds = {"ok": ok, "sync": sync, "raise": broken}
     return [Unit(f"u{i}", kinds[kind], inputs) for i, kind in enumerate(plan.split(","))]
 
 

@@ -35,6 +35,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
         (["dsv4", "--preset", "flash", "--checkpoint", "."], "not both"),
         ([f"{TARGETS}:two_units", "--shard", "3/2"], "--shard must be K/N"),
         ([f"{TARGETS}:two_units", "--load-timeout", "0"], "--load-timeout"),
+        ([f"{TARGETS}:two_units", "--time-limit", "-5"], "--time-limit must be positive"),
     ],
 )
 def test_usage_errors_exit_2_with_a_message(args, message):

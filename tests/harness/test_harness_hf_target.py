@@ -211,6 +211,16 @@ def test_listing_builds_nothing_and_names_one_unit_per_architecture_keyed_by_bat
     assert len(factory(all_architectures=True, layers=False)) == len(_all_types())
 
 
+def test_a_worker_lists_only_the_architectures_of_its_units():
+    _transformers()
+    from graphready.harness.target import load_units
+
+    units = load_units("hf", {"all_architectures": True, "batch_sizes": [1]},
+                       only=["mixtral.step[b1]", "qwen3_next.layer1"])
+    assert {u.name.split(".")[0] for u in units} == {"mixtral", "qwen3_next"}
+    assert {"mixtral.step[b1]", "qwen3_next.layer1"} <= {u.name for u in units}
+
+
 @pytest.mark.parametrize(("model_type", "reason"), [
     ("mamba", "keeps no state in it"),
     ("minimax", "keeps its own cache"),
@@ -396,6 +406,9 @@ def test_one_row_per_architecture_with_the_first_cause_at_the_transformers_line(
     assert rows["bloom"].cause.startswith("BLOOM's ALiBi takes a 2-D attention mask")  # hf_limits says why
     assert (rows["git"].verdict, rows["git"].where) == ("step raises", "transformers/models/git/modeling_git.py:848")
     assert rows["opt"].verdict == "not checked" and "SIGSEGV" in rows["opt"].cause
+    stopped = _result("gpt2.step[b1]", error="not checked: the run's --time-limit of 300s ran out", capture=None)
+    [row] = architecture_rows([stopped], Severity.WARNING)
+    assert row.verdict == "not checked" and "--time-limit" in row.cause
 
 
 def test_the_table_renders_as_text_with_counts_and_as_markdown():
@@ -619,17 +632,21 @@ def _device_run():
     return module
 
 
-def test_the_device_run_plans_the_check_shards_first_then_the_twins_in_what_remains(tmp_path, capsys):
+def test_the_device_run_plans_the_check_first_then_the_twins_in_what_remains(tmp_path, capsys):
     device = _device_run()
-    assert device.main(["--out", str(tmp_path), "--dry-run", "--shards", "2", "--jobs", "3"]) == 0
+    assert device.main(["--out", str(tmp_path), "--dry-run", "--jobs", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["30s", "330s", "330s", "160s", "20s"]
-    assert "--shard 1/2" in lines[1] and "--jobs 3" in lines[2] and "--shard 2/2" in lines[2]
-    assert "hf_twins.py --all-architectures" in lines[3] and not list(tmp_path.iterdir())  # nothing ran
+    assert [line.split()[0] for line in lines] == ["30s", "330s", "160s", "20s"]
+    assert "--jobs 3" in lines[1] and "--time-limit 300" in lines[1]  # it stops itself and still reports
+    assert "hf_twins.py --all-architectures" in lines[2] and not list(tmp_path.iterdir())  # nothing ran
+    assert device.main(["--out", str(tmp_path), "--dry-run", "--stages", "check", "--check-seconds", "500"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["500s"]
     with pytest.raises(SystemExit):
         device.main(["--out", str(tmp_path), "--total", "300"])  # no time left for the twins
     with pytest.raises(SystemExit):
-        device.main(["--out", str(tmp_path), "--shards", "0"])
+        device.main(["--out", str(tmp_path), "--jobs", "0"])
+    with pytest.raises(SystemExit):
+        device.main(["--out", str(tmp_path), "--stages", "check,lint"])
 
 
 def test_a_step_past_its_time_box_is_stopped_and_recorded(tmp_path):

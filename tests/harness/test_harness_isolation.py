@@ -180,3 +180,21 @@ def test_progress_streams_a_line_per_loaded_worker_and_finished_unit(tmp_path):
         "[1/3] pass u0", "[2/3] fail u1", "[3/3] pass u2"]
     assert "ETA" in lines[1] and lines[-1].endswith("in all")
     assert sum(line.startswith("worker ") and "loaded the target" in line for line in lines) == 2
+
+
+def test_the_run_time_limit_stops_the_workers_and_names_every_unit_it_left_unchecked(tmp_path):
+    import time
+
+    log = tmp_path / "builds.log"
+    options = _options(60.0, factory_kwargs=json.dumps({"log": str(log), "plan": "ok,hang,ok"}),
+                       time_limit_s=4.0, run_deadline=time.monotonic() + 4.0)
+    units = [UnitInfo(f"u{i}", None, TARGETS, 1) for i in range(3)]
+    started = time.monotonic()
+    run = run_units(f"{TARGETS}:planted_units", units, options, spans_gpus=True, command=CPU_WORKER)
+    assert time.monotonic() - started < 30  # stopped at the limit, not at the 60 s unit timeout
+    assert [r.status() for r in run.results] == ["pass", "error", "error"]
+    stopped, unchecked = run.results[1:]
+    assert stopped.error.startswith("not checked: the run's --time-limit of 4s ran out during ")
+    assert unchecked.error == "not checked: the run's --time-limit of 4s ran out"
+    assert stopped.findings == [] and unchecked.findings == []  # no verdict, so no finding
+    assert run.workers[0].end == "stopped: the run's time limit ran out" and len(run.workers) == 1

@@ -76,3 +76,9 @@ def test_callable_location_follows_objects_to_their_call_method():
     path, line = callable_location(_Layer())
     assert path.endswith("test_harness_target.py")
     assert line == _Layer.__call__.__code__.co_firstlineno
+
+
+def test_a_factory_that_takes_only_gets_the_workers_unit_names_and_others_do_not():
+    assert [u.name for u in load_units(f"{TARGETS}:selective_units")] == ["a", "b", "c"]
+    assert [u.name for u in load_units(f"{TARGETS}:selective_units", only=["c", "a"])] == ["a", "c"]
+    assert [u.name for u in load_units(f"{TARGETS}:two_units", only=["double"])] == ["double", "triple"]

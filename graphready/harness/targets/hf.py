@@ -315,15 +315,19 @@ def _layer_units(arch: Architecture, tolerance: float) -> list[Unit]:
 
 def factory(model_type: list[str] | str | None = None, model: str | None = None, all_architectures: bool = False,
             batch_sizes: list[int] | tuple[int, ...] = BATCH_SIZES, layers: bool = True,
-            compile: bool = False) -> list[Unit]:
+            compile: bool = False, only: list[str] | None = None) -> list[Unit]:
     """Per architecture: `<type>.step` keyed by batch size, `<type>.layer<i>` per distinct decoder layer
     (`layers`), and `<type>.compiled`, the step under torch.compile(mode="reduce-overhead") (`compile`);
-    nothing is built here."""
+    nothing is built here. `only` (a worker's unit names) keeps just their architectures: listing the layer
+    units of all ~180 types takes seconds, which every replacement worker would pay again."""
     batch_sizes = tuple(dict.fromkeys(int(b) for b in batch_sizes))
     if not batch_sizes or min(batch_sizes) < 1:
         raise UsageError("hf: --batch-sizes must be positive integers")
     units = []
+    needed = None if only is None else {unit_name.split(".", 1)[0] for unit_name in only}
     for name, class_name in architectures(model_type, model, all_architectures):
+        if needed is not None and name not in needed:
+            continue
         arch = Architecture(name, class_name, batch_sizes, checkpoint=str(Path(model).resolve()) if model else None)
         tolerance = FLOAT32_TOLERANCE if model is None or checkpoint_dtype(model) == "float32" else LOW_PRECISION_TOLERANCE
         keys = tuple(f"{KEY_PREFIX}{batch}" for batch in batch_sizes)

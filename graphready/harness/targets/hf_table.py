@@ -23,11 +23,13 @@ from dataclasses import dataclass
 
 from graphready.findings import Severity
 from graphready.harness.keys import key_of
+from graphready.harness.pool import NOT_CHECKED
 from graphready.harness.targets.hf_limits import limit
 
 NOT_BUILT = "NotBuilt: "
 _RAISED_AT = re.compile(r" \((transformers/[^()\s]+:\d+)\)$")
-_LOST = ("the worker", "cannot load the target")  # the pool's words for a unit whose worker died, hung or never loaded
+# the pool's words for a unit whose worker died, hung or never loaded, or that the run's time limit left unchecked
+_LOST = ("the worker", "cannot load the target", NOT_CHECKED)
 CAUSE_CHARS = 96
 # GD301's opening (checks/replay/replay.py): the table shows what follows it, the explanation, instead
 _MISMATCH = "replay differs from eager on the same inputs and state: "
