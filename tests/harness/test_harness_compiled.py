@@ -85,3 +85,19 @@ def test_reduce_overhead_units_are_recognised_and_their_python_original_found():
     assert eager_callable(torch.compile(step, mode="reduce-overhead")) is step
     assert eager_callable(torch.compile(module, mode="reduce-overhead")) is module
     assert eager_callable(step) is step
+
+
+
+def test_a_repeated_break_with_its_stack_suppressed_takes_the_line_of_the_first(tmp_path):
+    """The compiler's "user code" is whatever it traced, torch's own modules included (CTRL's
+    `self.pos_encoding = ...to(...)` breaks in `Module.register_buffer`): the model's line, repeated breaks too."""
+    torch_file = torch.nn.modules.module.__file__
+    first = (f"Graph break in user code at {torch_file}:587\nGraph Break Reason: Unsupported python_type() call\n"
+             f'User code traceback:\n  File "{tmp_path}/model.py", line 317, in forward\n'
+             f'  File "{torch_file}", line 587, in register_buffer\n')
+    again = (f"Graph break (user stack suppressed due to duplicate graph break) in user code at {torch_file}:587\n"
+             "Graph Break Reason: Failed to handle graph break gracefully.")
+    sites: dict = {}
+    assert graph_break_finding(first, tmp_path, sites).location == Location("model.py", 317)
+    assert graph_break_finding(again, tmp_path, sites).location == Location("model.py", 317)
+    assert graph_break_finding(again, tmp_path, {}).location is None  # no user line known: the unit's callable

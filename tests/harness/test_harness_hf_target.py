@@ -221,6 +221,28 @@ def test_a_worker_lists_only_the_architectures_of_its_units():
     assert {"mixtral.step[b1]", "qwen3_next.layer1"} <= {u.name for u in units}
 
 
+def test_a_graph_break_inside_torch_is_found_at_the_transformers_line_that_called_into_it():
+    """CTRL re-registers its position table in `forward` (`self.pos_encoding = self.pos_encoding.to(...)`): the
+    compiler reports the break in `Module.register_buffer`; GD602 goes to CTRL's line."""
+    _transformers()
+    import torch
+
+    from graphready.harness.checks.compiled import CompileWatch
+    from graphready.harness.frames import Location
+    from graphready.harness.targets.hf import Architecture
+
+    arch = Architecture("ctrl", "CTRLLMHeadModel", (1,))
+    arch.build(torch.device("cpu"))
+    torch._dynamo.reset()
+    compiled = torch.compile(arch.step, backend="eager")
+    watch = CompileWatch(None, Location("hf.py", 1))
+    with watch, torch.no_grad():
+        compiled(*arch.inputs(0, "b1"))
+    places = {f.location.path for f in watch.findings() if f.rule == "GD602"}
+    assert places and all("torch/nn" not in place for place in places), places
+    assert any(place.endswith("models/ctrl/modeling_ctrl.py") for place in places), places
+
+
 @pytest.mark.parametrize(("model_type", "reason"), [
     ("mamba", "keeps no state in it"),
     ("minimax", "keeps its own cache"),

@@ -44,18 +44,33 @@ class CompileFinding:
     severity: Severity = Severity.WARNING
 
 
-def graph_break_finding(text: str, root: Path | None) -> CompileFinding | None:
-    """GD602 from one `graph_breaks` log message (None if the message is not a graph break)."""
+def graph_break_finding(text: str, root: Path | None, sites: dict[tuple[str, int], Location] | None = None,
+                        ) -> CompileFinding | None:
+    """GD602 from one `graph_breaks` log message (None if the message is not a graph break).
+
+    The compiler's "user code" is whatever it traced, torch's own modules included (a buffer re-registered
+    in `forward` breaks inside `Module.register_buffer`): the finding goes to the innermost user frame of
+    the message's stack instead, or of an earlier message about the same site (`sites`, filled here) when
+    the compiler suppressed a repeated stack; with neither, to the unit's callable (location None)."""
     where = _BREAK_AT.search(text.splitlines()[0] if text else "")
     if where is None:
         return None
+    site = (where.group("file"), int(where.group("line")))
+    if is_user_code(site[0]):
+        location = Location(relative_path(site[0], root), site[1])
+    else:
+        frames = [m for m in _STACK_FRAME.finditer(text) if is_user_code(m.group("file"))]
+        known = (sites or {}).get(site)
+        location = Location(relative_path(frames[-1].group("file"), root), int(frames[-1].group("line"))) if frames \
+            else known
+        if location is not None and sites is not None:
+            sites.setdefault(site, location)
     reason = _BREAK_REASON.search(text)
     why = "the compiler cannot trace this line"
     if reason:  # a reason ending in ':' is a heading; its first detail line says what happened
         why = reason.group("reason").strip()
         if why.endswith(":") and reason.group("detail").strip():
             why = f"{why} {reason.group('detail').strip()}"
-    location = Location(relative_path(where.group("file"), root), int(where.group("line")))
     return CompileFinding(
         "GD602",
         f"torch.compile breaks the graph here: {why}; the code around it runs as separate graphs with "
@@ -159,8 +174,9 @@ class CompileWatch:
 
     def findings(self) -> list[CompileFinding]:
         found: list[CompileFinding] = []
+        sites: dict[tuple[str, int], Location] = {}
         for text in self.handler.messages:
-            finding = graph_break_finding(text, self.root) or cudagraph_skip_finding(text, self.root)
+            finding = graph_break_finding(text, self.root, sites) or cudagraph_skip_finding(text, self.root)
             if finding is not None and finding not in found:
                 found.append(finding)
         if self._before is None or self._after is None:
