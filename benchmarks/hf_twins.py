@@ -13,11 +13,14 @@ K` (logits differ by more than the hf target's tolerance), `ready` (every step w
 synchronize, a synchronous cudaMemcpy) are listed, whatever the capture then says. `--dtype bfloat16`
 builds both twins in bf16 (with the hf target's low-precision tolerance): the MoE experts' grouped_mm
 takes another path there than in float32. Each architecture runs in a process of its own, since a
-failed capture poisons the CUDA context. Needs a GPU and transformers.
+failed capture poisons the CUDA context. `--compile` makes twin B the step under
+torch.compile(mode="reduce-overhead"), fed the same inputs as twin A every step: the independent check of the
+`compiled` units. Needs a GPU and transformers.
 
     python benchmarks/hf_twins.py --all-architectures --jobs 8 --json twins.json
     python benchmarks/hf_twins.py --model-type llama --model-type mistral
     python benchmarks/hf_twins.py --model-type mixtral --dtype bfloat16 --json twins-bf16.json
+    python benchmarks/hf_twins.py --compile --model-type bamba --model-type llama --json twins-compiled.json
 """
 
 from __future__ import annotations
@@ -72,8 +75,10 @@ def blocking_calls(run) -> list[str]:
     return [f"{name} x{n}" for name, n in sorted(counts.items()) if n > 0]
 
 
-def twins(model_type: str, steps: int = STEPS, dtype: str = "float32") -> dict:
-    """The twins' verdict for one architecture (run in a fresh process)."""
+def twins(model_type: str, steps: int = STEPS, dtype: str = "float32", compiled: bool = False) -> dict:
+    """The twins' verdict for one architecture (run in a fresh process); `compiled`: twin B is the step under
+    torch.compile(mode="reduce-overhead"), called with the same inputs as twin A every step instead of a graph
+    captured by hand (the compiler records and replays its own graphs)."""
     import torch
 
     from graphready.harness.targets.hf import (FLOAT32_TOLERANCE, LOW_PRECISION_TOLERANCE, PROMPT, Architecture,
@@ -105,6 +110,9 @@ def twins(model_type: str, steps: int = STEPS, dtype: str = "float32") -> dict:
         torch.cuda.synchronize()
     except Exception as exc:
         return {**row, "verdict": "eager fails", "cause": _said(exc), "where": _where(exc)}
+    if compiled:
+        return {**row, **_compiled_steps(eager, graphed, token, PROMPT + 1, steps, tolerance), "compiled": True,
+                "seconds": round(time.perf_counter() - started, 2)}
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph):
@@ -132,9 +140,31 @@ def twins(model_type: str, steps: int = STEPS, dtype: str = "float32") -> dict:
             "seconds": round(time.perf_counter() - started, 2)}
 
 
-def _one(model_type: str, steps: int, dtype: str) -> dict:
+def _compiled_steps(eager, graphed, token, first_position: int, steps: int, tolerance: float) -> dict:
+    """Twin A eager, twin B's step compiled with mode="reduce-overhead", both fed the same token and position
+    every step (B's first calls compile and record; later ones replay): verdict and cause."""
+    import torch
+
+    step = torch.compile(graphed.step, mode="reduce-overhead")
+    device, worst = token.device, 0.0
+    for index in range(steps):
+        position = torch.full((eager.rows, 1), first_position + index, device=device)
+        expected = eager.step(token.clone(), position.clone())
+        try:
+            got = step(token.clone(), position.clone()).float()
+        except Exception as exc:  # compiling, recording or replaying: the compiled step is unusable
+            return {"verdict": f"raises at step {index + 1}", "cause": _said(exc), "where": _where(exc)}
+        difference = (got - expected.float()).abs().max().item()
+        worst = max(worst, difference)
+        if difference > tolerance * (1 + expected.abs().max().item()):
+            return {"verdict": f"wrong from step {index + 1}", "cause": f"max |diff| {difference:.3g}"}
+        token = expected[:, -1].argmax(-1, keepdim=True)
+    return {"verdict": "ready", "cause": f"max |diff| {worst:.3g} over {steps} steps"}
+
+
+def _one(model_type: str, steps: int, dtype: str, compiled: bool = False) -> dict:
     try:
-        return twins(model_type, steps, dtype)
+        return twins(model_type, steps, dtype, compiled)
     except Exception as exc:  # anything else the twins raise is this architecture's row, not the run's end
         return {"architecture": model_type, "verdict": "error", "cause": _said(exc), "where": _where(exc)}
 
@@ -153,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=4)
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
+    parser.add_argument("--compile", action="store_true",
+                        help="twin B is the step under torch.compile(mode='reduce-overhead'), not a hand capture")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     from graphready.harness.targets.hf_configs import causal_lm_types
@@ -161,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     context = multiprocessing.get_context("spawn")
     rows = []
     with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=context, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(_one, t, args.steps, args.dtype): t for t in types}
+        futures = {pool.submit(_one, t, args.steps, args.dtype, args.compile): t for t in types}
         for future in concurrent.futures.as_completed(futures):
             try:
                 row = future.result()

@@ -699,3 +699,41 @@ def test_the_page_renders_from_whatever_json_the_stopped_run_left(tmp_path):
     assert argv[2] == "render" and readiness.main(argv[2:]) == 0
     page = (tmp_path / "hf.md").read_text()
     assert "7 architectures in 12 s" in page and "| llama | ready | ready | - | - | yes |" in page
+
+
+# -- benchmarks/hf_twins.py --compile -------------------------------------------------------------
+def _twins_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "hf_twins.py"
+    spec = importlib.util.spec_from_file_location("hf_twins", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_compiled_twin_follows_the_eager_one_and_says_when_it_does_not():
+    """CPU (the compiler's CUDA graphs need a GPU; the decoding, the comparison and the verdicts do not)."""
+    _transformers()
+    import torch
+
+    from graphready.harness.targets.hf import PROMPT, Architecture
+
+    twins = _twins_module()
+
+    def pair():
+        eager, compiled = (Architecture("llama", "LlamaForCausalLM", (1,)) for _ in range(2))
+        for arch in (eager, compiled):
+            arch.build(torch.device("cpu"))
+            arch.step(torch.full((1, 1), 7), torch.full((1, 1), PROMPT))
+        return eager, compiled
+
+    eager, compiled = pair()
+    said = twins._compiled_steps(eager, compiled, torch.full((1, 1), 7), PROMPT + 1, 4, 1e-4)
+    assert said["verdict"] == "ready" and said["cause"].endswith("over 4 steps")
+    eager, compiled = pair()
+    with torch.no_grad():
+        compiled.model.lm_head.weight.mul_(1.01)  # a twin that decodes differently is caught at once
+    said = twins._compiled_steps(eager, compiled, torch.full((1, 1), 7), PROMPT + 1, 4, 1e-4)
+    assert said["verdict"] == "wrong from step 1"
