@@ -602,15 +602,22 @@ def test_hf_usage_errors(argv, message):
 
 
 # -- docs/hf.md --------------------------------------------------------------------------------------
-def _readiness():
+def _benchmark(name: str):
+    """benchmarks/<name>.py as a module (registered, since a dataclass looks its module up)."""
     import importlib.util
+    import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "hf_readiness.py"
-    spec = importlib.util.spec_from_file_location("hf_readiness", path)
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _readiness():
+    return _benchmark("hf_readiness")
 
 
 def test_the_page_is_rebuilt_from_the_json_between_its_markers_and_compared_with_the_twins(tmp_path):
@@ -642,16 +649,7 @@ def test_the_page_is_rebuilt_from_the_json_between_its_markers_and_compared_with
 
 # -- benchmarks/hf_device_run.py -------------------------------------------------------------------
 def _device_run():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "hf_device_run.py"
-    spec = importlib.util.spec_from_file_location("hf_device_run", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return _benchmark("hf_device_run")
 
 
 def test_the_device_run_plans_the_check_first_then_the_twins_in_what_remains(tmp_path, capsys):
@@ -702,17 +700,6 @@ def test_the_page_renders_from_whatever_json_the_stopped_run_left(tmp_path):
 
 
 # -- benchmarks/hf_twins.py --compile -------------------------------------------------------------
-def _twins_module():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "hf_twins.py"
-    spec = importlib.util.spec_from_file_location("hf_twins", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_compiled_twin_follows_the_eager_one_and_says_when_it_does_not():
     """CPU (the compiler's CUDA graphs need a GPU; the decoding, the comparison and the verdicts do not)."""
     _transformers()
@@ -720,7 +707,7 @@ def test_the_compiled_twin_follows_the_eager_one_and_says_when_it_does_not():
 
     from graphready.harness.targets.hf import PROMPT, Architecture
 
-    twins = _twins_module()
+    twins = _benchmark("hf_twins")
 
     def pair():
         eager, compiled = (Architecture("llama", "LlamaForCausalLM", (1,)) for _ in range(2))
