@@ -10,13 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton
-
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # CPU-only installs: torch's argmax is used
-    triton = None
+from dsv4.layers.kernels import runs_triton, tl, triton
 
 BLOCK = 4096  # logits per program of the first pass
 

@@ -14,14 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton
-
-try:
-    import triton
-    import triton.language as tl
-    from triton.language.extra import libdevice
-except ImportError:  # CPU-only installs: the torch form is used
-    triton = None
+from dsv4.layers.kernels import libdevice, runs_triton, tl, triton
 
 if triton is not None:
 

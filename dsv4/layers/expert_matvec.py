@@ -16,13 +16,7 @@ from __future__ import annotations
 import torch
 
 from dsv4.formats import NVFP4_BLOCK, NVFP4Weight
-from dsv4.layers.kernels import runs_triton
-
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # CPU-only installs: the torch fallback is used
-    triton = None
+from dsv4.layers.kernels import runs_triton, tl, triton
 
 BLOCK_OUT = 16
 BLOCK_WORDS = 128  # 32-bit words per row per iteration = 1024 weights (swept on an H100: 2x the old kernel)

@@ -14,10 +14,12 @@ import os
 
 import torch
 
-try:
+try:  # every kernel module imports these from here
     import triton
+    import triton.language as tl
+    from triton.language.extra import libdevice
 except ImportError:  # CPU-only installs: the torch forms are used
-    triton = None
+    triton = tl = libdevice = None
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # fusions switched off by name (DSV4_FUSION_OFF=route,combine): their torch forms run, for A/B timing on one machine

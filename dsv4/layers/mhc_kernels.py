@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton
-from dsv4.layers.sinkhorn import triton
+from dsv4.layers.kernels import runs_triton, tl, triton
 
 if triton is not None:
-    import triton.language as tl
-
     from dsv4.layers.sinkhorn import sinkhorn_tile
 
     @triton.jit

@@ -14,13 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton
-
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # CPU-only installs: the torch form is used
-    triton = None
+from dsv4.layers.kernels import runs_triton, tl, triton
 
 NORM_NONE, NORM_FP32, NORM_BF16 = 0, 1, 2
 

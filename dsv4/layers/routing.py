@@ -21,15 +21,12 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import INTERPRET, runs_triton
-from dsv4.layers.sinkhorn import triton
+from dsv4.layers.kernels import INTERPRET, libdevice, runs_triton, tl, triton
 
 ACCUMULATORS = 4  # torch's CUDA reduction: values per thread kept apart before they combine
 BLOCK_D = 1024
 
 if triton is not None:
-    import triton.language as tl
-    from triton.language.extra import libdevice
 
     @triton.jit
     def _route(logits, bias, tid2eid, tokens, ids_out, w_out, n, scale,

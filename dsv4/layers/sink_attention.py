@@ -19,14 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton
-
-try:
-    import triton
-    import triton.language as tl
-    from triton.language.extra import libdevice
-except ImportError:  # CPU-only installs: the torch form is used
-    triton = None
+from dsv4.layers.kernels import libdevice, runs_triton, tl, triton
 
 BLOCK_H = 16  # heads per program: the smallest tensor-core tile
 BLOCK_S = 32  # keys per program of the score kernel

@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.fp8_quant import triton
-from dsv4.layers.kernels import runs_triton
+from dsv4.layers.kernels import runs_triton, tl, triton
 
 BLOCKS = 8  # quantisation blocks per program
 
 if triton is not None:
-    import triton.language as tl
-
     from dsv4.layers.fp8_quant import fp8_round_trip
 
     @triton.jit

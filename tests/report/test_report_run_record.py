@@ -43,8 +43,10 @@ def test_lint_json_records_the_config_file_and_the_effective_settings(tmp_path):
 
 def test_check_json_records_what_check_was_asked_to_do(tmp_path):
     args = argparse.Namespace(target="dsv4", steps=4, gpus=2, jobs=1, timeout=60.0, capture_alloc_limit_mb=256.0,
-                              unit=["layer0"], cold_capture=False)
+                              unit=["layer0"], cold_capture=False, time_limit=None)
     settings = check_settings(args, Severity.WARNING, json.dumps({"preset": "tiny"}))
+    args.time_limit = 900.0
+    assert check_settings(args, Severity.WARNING, "{}")["time-limit"] == 900.0
     results = [UnitResult(name="layer0", capture="ok", eager_ms=1.0, replay_ms=0.5, kernels=3, graph_kernels=3)]
     doc = json.loads(build_report(results, Severity.WARNING, "json", tmp_path, settings=settings))
     assert doc["summary"]["config"] == {"target": "dsv4", "fail-on": "warning", "steps": 4, "gpus": 2, "jobs": 1,
