@@ -6,9 +6,9 @@
 `serve` builds the target once (its factory, then every unit's `setup`), then checks the named units
 in order and streams one JSON line per event to the file descriptor FD: `loaded`, then per unit
 `start`, `phase`..., `result`. A failed capture poisons the process's CUDA context, so after a unit
-that failed capture, or stopped with an error after which a probe capture fails, the worker says `retire`
-and exits; the parent starts a fresh worker for the units that are left. One of graphready's own checks failing (GD001) does not
-retire the worker while the CUDA context still works. Without `--gpu` the worker sees every GPU (a target
+that failed capture, or stopped with an error after which a probe capture fails, the worker says
+`retire` and exits; the parent starts a fresh worker for the units that are left. One of graphready's
+own checks failing (GD001) does not retire the worker while the CUDA context still works. Without `--gpu` the worker sees every GPU (a target
 placed over several GPUs); with it, "cuda" means GPU K. With `--cold` each unit is only captured
 with no warm-up (GD203, the cold pass of `graphready check --cold-capture`).
 """

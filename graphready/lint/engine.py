@@ -87,8 +87,8 @@ def _read(path: Path, rel: str, salt: str, requested: bool) -> _Source | Candida
 def _one_file(function, *args):
     """`call_deep(function, *args)` for one file's job with the cyclic collector off, then one young-generation
     collection. A job's trees die in reference cycles (an indexer's bound methods held by what it builds): the
-    collector, left on, walked each file's growing tree again and again (a quarter of the index phase's CPU
-    time on 432k lines); all of the job's objects are young, so one pass frees them."""
+    collector, left on, walked each file's growing tree again and again (7 % of a cold run's wall time on
+    432k lines); all of the job's objects are young, so one pass frees them."""
     enabled = gc.isenabled()
     gc.disable()
     try:
