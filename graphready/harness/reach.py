@@ -152,6 +152,10 @@ def roots_of(fn: Callable[..., Any]) -> list[tuple[str, Any]]:
     roots: list[tuple[str, Any]] = []
     target: Any = fn
     for _ in range(8):
+        compiled_from = getattr(target, "_torchdynamo_orig_callable", None)
+        if compiled_from is not None and compiled_from is not target:  # torch.compile's wrapper: what it compiles
+            target = compiled_from
+            continue
         if type(target) is functools.partial:
             roots += [(f"args[{i}]", arg) for i, arg in enumerate(target.args)]
             roots += [(name, value) for name, value in target.keywords.items()]

@@ -160,3 +160,25 @@ def test_a_path_through_a_proxy_that_died_resolves_to_nothing():
     step = Step(_dead_proxy())
     assert reach.resolve(step.forward, "self", (("attr", "extra"), ("item", 0), ("attr", "weight"))) is None
     assert reach.resolve(step.forward, "self", (("attr", "proj"), ("attr", "weight"))) is step.proj.weight
+
+
+class RecurrentCache:
+    """A recurrent layer's state kept in dicts, as HF's linear-attention cache layers keep theirs."""
+
+    def __init__(self) -> None:
+        self.conv_states = {0: torch.zeros(1, 4, 3)}
+        self.recurrent_states = {0: torch.zeros(1, 2, 2)}
+
+    def step(self, x: torch.Tensor) -> torch.Tensor:
+        self.conv_states[0].add_(x.sum())
+        return x + self.conv_states[0].sum()
+
+
+def test_a_torch_compiled_step_reaches_the_state_of_the_code_it_compiles():
+    """torch.compile's wrapper is a function of its own: the walk goes through it to the original, so a
+    compiled unit's state is discovered (and restored between its calls) like the plain step's. Before, it
+    reached nothing, and recurrent state nobody restored made two compiled calls differ (HF's hybrids)."""
+    cache = RecurrentCache()
+    compiled = torch.compile(cache.step, backend="eager")
+    plain = {(item.path, id(item.tensor)) for item in reach.reachable_tensors(cache.step)}
+    assert len(plain) == 2 and {(item.path, id(item.tensor)) for item in reach.reachable_tensors(compiled)} == plain
