@@ -142,10 +142,10 @@ def _whole_project(during: str) -> Iterator[None]:
 @contextlib.contextmanager
 def _uncollected() -> Iterator[None]:
     """No cyclic collection while the block runs, and what it leaves alive frozen (skipped by collections
-    until `_thawed` ends): for decoding cached indexes, millions of objects in no reference cycle that live
-    to the end of the run, which each collection walked again (3 of the 7 s of a one-file-changed run on
-    432k lines). Also for the indexes that workers send back; each file's job collects its own cyclic
-    garbage (`_one_file`), so none is frozen."""
+    until `_thawed` ends): for the indexes, decoded from the cache or unpickled from the workers, millions of
+    objects in no reference cycle that live to the end of the run, which each collection walked again (3 of
+    the 7 s of a one-file-changed run on 432k lines). Each file's job collects its own cyclic garbage
+    (`_one_file`), so none is frozen."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -285,8 +285,8 @@ class LintRun:
     def _lint(self, sources: list[_Source], unreadable: dict[str, list[Candidate]]) -> LintResult:
         """Everything but the baseline, which is applied to a result read from the cache too."""
         python = [s for s in sources if s.rel.endswith(".py")]
-        indexes = self._index(python)
-        gc.freeze()  # the indexes live to the end of the run: later collections skip them (see `_thawed`)
+        with _uncollected():  # the indexes, decoded from the cache or sent back by workers, live to the end of the run
+            indexes = self._index(python)
         with _whole_project("finding the hot path"):
             project = Project({index.module: index for index in indexes.values()})
             if not any(index.parse_error for index in indexes.values()) and not self.failures:
@@ -415,21 +415,19 @@ class LintRun:
     def _index(self, sources: list[_Source]) -> dict[str, ModuleIndex]:
         indexes: dict[str, ModuleIndex] = {}
         missing: list[_Source] = []
-        with _uncollected():
-            for source in sources:
-                entry = self.cache.get(source.rel, source.digest)
-                if entry is not None:
-                    indexes[source.rel] = entry.index
-                else:
-                    missing.append(source)
+        for source in sources:
+            entry = self.cache.get(source.rel, source.digest)
+            if entry is not None:
+                indexes[source.rel] = entry.index
+            else:
+                missing.append(source)
         jobs = []
         guards = Guards.of(self.config.eager_if, self.config.captured_if, self.config.gpu_capability,
                            self.config.facts())
         for source in missing:
             module, is_package = module_name(source.rel)
             jobs.append((module, source.rel, source.text, guards, is_package))
-        with _uncollected():  # the indexes unpickled from the workers live to the end of the run, as decoded ones
-            indexed = _map(_index_job, jobs, self.jobs, self._phase("indexing", jobs), cost=lambda job: len(job[2]))
+        indexed = _map(_index_job, jobs, self.jobs, self._phase("indexing", jobs), cost=lambda job: len(job[2]))
         for (module, *_), source, index in zip(jobs, missing, indexed):
             if isinstance(index, Failure):  # the file stays out of the project and out of the cache
                 self.failures.append(index)
