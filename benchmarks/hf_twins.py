@@ -119,25 +119,15 @@ def twins(model_type: str, steps: int = STEPS, dtype: str = "float32", compiled:
             static_logits = graphed.step(static_token, static_position)
     except Exception as exc:
         return {**row, "verdict": "capture fails", "cause": _said(exc), "where": _where(exc)}
-    worst = 0.0
-    try:
-        for step in range(steps):
-            token_now = token.clone()
-            position_now = torch.full((eager.rows, 1), PROMPT + 1 + step, device=device)
-            expected = eager.step(token_now, position_now)
-            static_token.copy_(token_now)
-            static_position.copy_(position_now)
-            graph.replay()
-            difference = (static_logits.float() - expected.float()).abs().max().item()
-            worst = max(worst, difference)
-            if difference > tolerance * (1 + expected.abs().max().item()):
-                return {**row, "verdict": f"wrong from step {step + 1}", "cause": f"max |diff| {difference:.3g}",
-                        "seconds": round(time.perf_counter() - started, 2)}
-            token = expected[:, -1].argmax(-1, keepdim=True)
-    except Exception as exc:
-        return {**row, "verdict": "device error", "cause": _said(exc), "where": _where(exc)}
-    return {**row, "verdict": "ready", "cause": f"max |diff| {worst:.3g} over {steps} steps",
-            "seconds": round(time.perf_counter() - started, 2)}
+
+    def replay(token_now, position_now):
+        static_token.copy_(token_now)
+        static_position.copy_(position_now)
+        graph.replay()
+        return static_logits
+
+    said = _follow_eager(eager, replay, token, PROMPT + 1, steps, tolerance, lambda index: "device error")
+    return {**row, **said, "seconds": round(time.perf_counter() - started, 2)}
 
 
 def _compiled_steps(eager, graphed, token, first_position: int, steps: int, tolerance: float) -> dict:
@@ -145,16 +135,26 @@ def _compiled_steps(eager, graphed, token, first_position: int, steps: int, tole
     every step (B's first calls compile and record; later ones replay): verdict and cause."""
     import torch
 
-    step = torch.compile(graphed.step, mode="reduce-overhead")
-    device, worst = token.device, 0.0
+    step = torch.compile(graphed.step, mode="reduce-overhead")  # compiling, recording or replaying may raise
+    return _follow_eager(eager, step, token, first_position, steps, tolerance,
+                         lambda index: f"raises at step {index + 1}")
+
+
+def _follow_eager(eager, twin_step, token, first_position: int, steps: int, tolerance: float, failed) -> dict:
+    """Twin A decodes greedily; `twin_step(token, position)` gives twin B's logits for the same inputs every
+    step: `wrong from step K` once they leave the tolerance, else `ready`; a step that raises is `failed(index)`
+    (the twin's own word for it) with the exception and the transformers line."""
+    import torch
+
+    worst = 0.0
     for index in range(steps):
-        position = torch.full((eager.rows, 1), first_position + index, device=device)
-        expected = eager.step(token.clone(), position.clone())
+        position = torch.full((eager.rows, 1), first_position + index, device=token.device)
         try:
-            got = step(token.clone(), position.clone()).float()
-        except Exception as exc:  # compiling, recording or replaying: the compiled step is unusable
-            return {"verdict": f"raises at step {index + 1}", "cause": _said(exc), "where": _where(exc)}
-        difference = (got - expected.float()).abs().max().item()
+            expected = eager.step(token.clone(), position.clone())
+            got = twin_step(token.clone(), position.clone())
+            difference = (got.float() - expected.float()).abs().max().item()
+        except Exception as exc:
+            return {"verdict": failed(index), "cause": _said(exc), "where": _where(exc)}
         worst = max(worst, difference)
         if difference > tolerance * (1 + expected.abs().max().item()):
             return {"verdict": f"wrong from step {index + 1}", "cause": f"max |diff| {difference:.3g}"}
