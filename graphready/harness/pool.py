@@ -126,10 +126,15 @@ def kill_all() -> None:
         worker.kill()
 
 
+def _unchecked(unit: UnitInfo, gpu: int | None, message: str, worker: int | None = None) -> UnitResult:
+    """A unit with no verdict: `message` says why (a lost worker, the run's time limit)."""
+    device = unit.device or (f"cuda:{gpu}" if gpu is not None else None)
+    return UnitResult(name=unit.name, device=device, error=message, worker=worker)
+
+
 def _lost(unit: UnitInfo, message: str, gpu: int | None, phase: str, worker: int) -> UnitResult:
     """The report of a unit whose worker died, hung, or never loaded: GD201 at the unit's callable."""
-    device = unit.device or (f"cuda:{gpu}" if gpu is not None else None)
-    result = UnitResult(name=unit.name, device=device, error=message, worker=worker)
+    result = _unchecked(unit, gpu, message, worker)
     if phase.startswith("capture"):
         result.capture = "failed"
     result.findings.append(make_finding("GD201", message, unit=unit.name, path=unit.path, line=unit.line))
@@ -180,8 +185,7 @@ def _follow(worker: WorkerProcess, remaining: list[UnitInfo], record: WorkerReco
             worker.finish(kill=True)
             record.end = "stopped: the run's time limit ran out"
             if current is not None:
-                stopped = UnitResult(name=current.name, device=current.device or (f"cuda:{gpu}" if gpu is not None else None),
-                                     error=f"{time_limit_message(options)} during {phase}", worker=record.id)
+                stopped = _unchecked(current, gpu, f"{time_limit_message(options)} during {phase}", record.id)
                 out.results.append(stopped)
                 listener.unit_done(stopped)
             return out
@@ -256,8 +260,7 @@ def run_lane(target: str, units: list[UnitInfo], gpu: int | None, options: Worke
     while remaining:
         if out_of_time(options):
             for unit in remaining:  # no finding: the run stopped, the unit has no verdict
-                unchecked = UnitResult(name=unit.name, device=unit.device or (f"cuda:{gpu}" if gpu is not None else None),
-                                       error=time_limit_message(options))
+                unchecked = _unchecked(unit, gpu, time_limit_message(options))
                 results.append(unchecked)
                 listener.unit_done(unchecked)
             break
