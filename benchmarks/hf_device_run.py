@@ -118,12 +118,9 @@ def _finish(step: Step, process: subprocess.Popen, deadline: float) -> None:
         file.close()
 
 
-def run_together(steps: list[Step], seconds: float) -> None:
-    """Start every step, wait for all of them up to `seconds`, stop the ones still running."""
-    deadline = time.monotonic() + seconds
-    processes = [_start(step, seconds) for step in steps]
-    for step, process in zip(steps, processes):
-        _finish(step, process, deadline)
+def run_step(step: Step, seconds: float) -> None:
+    """Run the step for at most `seconds`; stop it if it is still running then."""
+    _finish(step, _start(step, seconds), time.monotonic() + seconds)
 
 
 def _record(out: Path, steps: list[Step]) -> None:
@@ -190,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds = args.total - (time.monotonic() - started) - (args.render_seconds if "render" in args.stages else 0)
             if seconds <= 1:
                 continue
-        run_together([step], seconds)
+        run_step(step, seconds)
         done.append(step)
         _record(out, done)
     command = render_argv(out) if "render" in args.stages else None
@@ -198,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         page = out / "hf.md"
         page.write_text((ROOT / "docs" / "hf.md").read_text(encoding="utf-8"), encoding="utf-8")
         render = Step("render", command, str(out / "render.log"))
-        run_together([render], args.render_seconds)
+        run_step(render, args.render_seconds)
         done.append(render)
     _record(out, done)
     for step in done:

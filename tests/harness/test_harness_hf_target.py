@@ -675,7 +675,7 @@ def test_a_step_past_its_time_box_is_stopped_and_recorded(tmp_path):
     device = _device_run()
     step = device.Step("sleeper", [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
                        str(tmp_path / "sleeper.log"))
-    device.run_together([step], 2)
+    device.run_step(step, 2)
     assert step.timed_out and step.rc is not None and step.wall_s < 2 + device.GRACE_S
     device._record(tmp_path, [step])
     assert json.loads((tmp_path / "run.json").read_text())["steps"][0]["timed_out"] is True
