@@ -1,8 +1,9 @@
 """Map a Python stack to the first frame in user code, so a finding points at the line to fix.
 
 "User code" is everything except torch, the standard library, the harness itself, the GPU
-kernel DSL runtimes and the extension libraries (CuPy) that sit between a user's call and the CUDA
-driver. Cython-compiled code (`.pyx` frames in a traceback) is never user code: its filenames are
+kernel DSL runtimes, the extension libraries (CuPy) that sit between a user's call and the CUDA
+driver, and the code torch.compile generates (its cache directory: a line there names no file the
+user wrote). Cython-compiled code (`.pyx` frames in a traceback) is never user code: its filenames are
 relative to the extension's source tree and name no file the user can edit. Other installed
 packages are user code too (site-packages, which often sits inside the standard library's tree):
 HF transformers' modeling code is where the hazards of its models are. Every check locates with
@@ -58,15 +59,32 @@ def _package_dirs(names: tuple[str, ...]) -> set[str]:
 
 
 def _library_dirs() -> tuple[str, ...]:
-    """The harness, the standard library and the library packages imported so far. The line tracer asks once per
-    Python call: built afresh (realpath, sysconfig) it cost ~1 ms a call and made a traced dsv4 step 200x slower,
-    so it is cached per set of the packages' files (a library imported later, CuPy say, still joins it)."""
-    return _library_dirs_of(tuple(getattr(sys.modules.get(name), "__file__", None) for name in _LIBRARY_PACKAGES))
+    """The harness, the standard library, the library packages imported so far and the compiler's generated code.
+    The line tracer asks once per Python call: built afresh (realpath, sysconfig) it cost ~1 ms a call and made a
+    traced dsv4 step 200x slower, so it is cached per set of the packages' files (a library imported later, CuPy
+    say, still joins it)."""
+    package_files = tuple(getattr(sys.modules.get(name), "__file__", None) for name in _LIBRARY_PACKAGES)
+    return _library_dirs_of(package_files, _compiler_cache_dir())
+
+
+def _compiler_cache_dir() -> str | None:
+    """Where torch.compile writes the Python it generates (inductor's cache), once the compiler is loaded."""
+    cache_dir_utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
+    if cache_dir_utils is None:
+        return None
+    return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or _default_compiler_cache(cache_dir_utils)
+
+
+@functools.lru_cache(maxsize=1)
+def _default_compiler_cache(cache_dir_utils) -> str:
+    return cache_dir_utils.default_cache_dir()
 
 
 @functools.lru_cache(maxsize=64)
-def _library_dirs_of(package_files: tuple[str | None, ...]) -> tuple[str, ...]:
+def _library_dirs_of(package_files: tuple[str | None, ...], compiler_cache: str | None) -> tuple[str, ...]:
     dirs = {_HARNESS_DIR} | {os.path.realpath(os.path.dirname(file)) for file in package_files if file}
+    if compiler_cache:
+        dirs.add(os.path.realpath(compiler_cache))
     for key in ("stdlib", "platstdlib"):
         path = sysconfig.get_paths().get(key)
         if path:

@@ -96,6 +96,22 @@ def test_an_installed_package_other_than_torch_is_where_a_finding_points(tmp_pat
     assert is_user_file(str(modeling)) and not is_user_file(torch.__file__) and not is_user_file(json.__file__)
 
 
+def test_code_the_compiler_generates_is_not_where_a_finding_points(tmp_path, monkeypatch):
+    """diffllama's compiled step raised inside inductor's generated module (`/tmp/torchinductor_root/ea/c...py:1653`):
+    the finding belongs to the outer frame that called the compiled model."""
+    import torch._inductor.runtime.cache_dir_utils  # noqa: F401  (the compiler is loaded whenever it generated code)
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    generated = tmp_path / "inductor" / "ea" / "ceajdojf5oo6z6uphbhkccviihyoia4p4nbozxqzuumvnoiffbeg.py"
+    frames = [
+        traceback.FrameSummary(str(tmp_path / "model.py"), 7, "step"),
+        traceback.FrameSummary(torch.__file__, 100, "compile_wrapper"),
+        traceback.FrameSummary(str(generated), 1653, "call"),
+    ]
+    assert not is_user_file(str(generated))
+    assert user_frame(frames, tmp_path).describe() == "model.py:7"
+
+
 def test_relative_path_outside_the_root_stays_absolute(tmp_path):
     assert relative_path(sys.executable, tmp_path) == sys.executable or relative_path(sys.executable, tmp_path).startswith("/")
 
