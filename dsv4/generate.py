@@ -198,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ms/token: {seconds * 1e3:.2f} ({mode}, {where}{', speculative' if args.mtp else ''})")
     if args.mtp:
         print(f"acceptance: {acceptance:.1%} of drafts ({1 + acceptance:.2f} tokens per step)")
+        plain, speculative = model.weight_bytes_per_token, model.speculative_bytes_per_step
+        print(f"weight bytes: {speculative / 1e9:.3g} GB per speculative step at most, {speculative / plain:.2f}x a "
+              f"plain step's {plain / 1e9:.3g} GB (the second token's routed experts, the MTP layer, the head again)")
     return 0
 
 

@@ -128,6 +128,13 @@ class DSV4Model:
         return sum(self.weight_bytes_by_device.values())
 
     @property
+    def speculative_bytes_per_step(self) -> int:
+        """Weight bytes a speculative step reads at most: the plain step's, the second token's routed experts
+        (when it shares none with the first), and the draft's MTP layer and second read of the head. Over
+        `weight_bytes_per_token`, the least a speculative step can cost where decoding is bound by memory."""
+        return self.weight_bytes_per_token + sum(layer.moe.routed_bytes for layer in self.layers) + self.mtp.bytes_read
+
+    @property
     def weight_bytes_by_device(self) -> dict[torch.device, int]:
         """The same bytes split by the device that reads them (the embedding row on the first, the tail on the
         last): each device's own roofline when the layers are spread over several."""

@@ -51,6 +51,13 @@ class MTPLayer:
     def reset(self) -> None:
         self.block.reset()
 
+    @property
+    def bytes_read(self) -> int:
+        """Weight bytes one draft reads: the block, the projections and norms, and the (shared) fp32 head."""
+        small = [self.enorm, self.hnorm, self.norm, self.hc_head.fn, self.head]
+        return (self.block.bytes_read + self.e_proj.bytes_read + self.h_proj.bytes_read
+                + sum(t.numel() * t.element_size() for t in small))
+
     def inputs(self, streams: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """The block's input streams [rows, hc, D] bf16 from the main streams and the next tokens."""
         e = rms_norm(self.embed.index_select(0, tokens), self.enorm, self.eps)

@@ -54,8 +54,9 @@ class Indexer:
         n = ctx.max_len // 4
         self.wq_b = Dense(weights[f"{prefix}.wq_b"], ctx.device, ctx.resident, quantize_input=True)
         self.weights_proj = Dense(weights[f"{prefix}.weights_proj"], ctx.device, True)
-        # the entries and, last, the scratch row the compressor commits to between window boundaries
-        self.store = torch.zeros(ctx.batch, n + 1, self.dim, dtype=torch.bfloat16, device=ctx.device)
+        # the entries and, last, the scratch rows (one per token of a step) the compressor commits to between
+        # window boundaries
+        self.store = torch.zeros(ctx.batch, n + ctx.tokens_per_step, self.dim, dtype=torch.bfloat16, device=ctx.device)
         self.cache = self.store[:, :n]
         self.compressor = Compressor(weights, f"{prefix}.compressor", 4, self.dim, self.store, ctx, indexer=True,
                                      positions=positions)
@@ -120,9 +121,10 @@ class Attention:
         self.positions = positions
         self.at_ratio = positions.use(self.ratio)
         n_comp = ctx.max_len // self.ratio if self.ratio else 0
-        # the ring, the compressed entries and (compressed layers) the compressor's scratch row
-        self.kv_cache = torch.zeros(ctx.batch, self.ring + n_comp + bool(self.ratio), self.head_dim,
-                                    dtype=torch.bfloat16, device=dev)
+        # the ring, the compressed entries and (compressed layers) the compressor's scratch rows, one per token
+        scratch = self.steps if self.ratio else 0
+        self.kv_cache = torch.zeros(ctx.batch, self.ring + n_comp + scratch, self.head_dim, dtype=torch.bfloat16,
+                                    device=dev)
         self.window_slots = torch.arange(self.window, device=dev)
         self.comp_slots = torch.arange(n_comp, device=dev)
         self.comp_entry_slots = self.comp_slots + self.ring  # where compressed entry j sits in the cache
@@ -206,8 +208,8 @@ class Attention:
         qi = wi = None
         for t in range(self.steps):
             self.kv_cache[:, (position + t) % self.ring] = kv[t :: self.steps]
-            for compressor in self._compressors():
-                compressor.update_eager(x[t :: self.steps], position + t, self.rope)
+        for compressor in self._compressors():
+            compressor.update_eager(x, position, self.rope)
         if self.indexer is not None:
             qi, wi = self.indexer.query(qr, x, cos_sin)
         return self.output(self._attend_rows(q, qi, wi, lambda t, qi, wi: self.key_slots(qi, wi, position + t)),
@@ -220,16 +222,28 @@ class Attention:
         needs goes to the buffers `q_out` and (CSA) `qi_out`, `wi_out`."""
         cos_sin = self.positions.rope_rows[bool(self.ratio)]
         _, kv, qr = self.project(x, cos_sin, q_out)
-        for t in range(self.steps):
-            self.kv_cache.index_copy_(1, self.positions.kv_slot[t : t + 1], kv[t :: self.steps].unsqueeze(1))
-            for compressor in self._compressors():
-                compressor.update_graph(x[t :: self.steps], t)
+        self.kv_cache.index_copy_(1, self.positions.kv_slot, kv.unflatten(0, (-1, self.steps)))
+        for compressor in self._compressors():
+            compressor.update_graph(x)
         if self.indexer is not None:
             self.indexer.query(qr, x, cos_sin, qi_out, wi_out)
 
     def attend_graph(self, q, qi, wi, out: torch.Tensor) -> None:
-        """The step's attention output into `out`."""
-        self._attend_rows(q, qi, wi, self.graph_key_slots, out)
+        """The step's attention output into `out`. Each token's key list is a row of the step's [T, B or 1, S]
+        buffers (CSA writes its picks there first), so on CUDA one kernel attends for all the step's tokens."""
+        lists = [self.graph_key_slots(t, None if qi is None else qi[t :: self.steps],
+                                      None if wi is None else wi[t :: self.steps]) for t in range(self.steps)]
+        slots, valid = self._step_lists()
+        if fused_sink_attention(q, self.kv_cache, slots, valid, self.sink, self.head_dim**-0.5, out=out) is None:
+            self._attend_rows(q, None, None, lambda t, *_: lists[t], out)
+
+    def _step_lists(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The buffers whose row t is token t's key list (slots, valid), [T, B or 1, S] each."""
+        if not self.ratio:
+            return self.positions.order.unsqueeze(1), self.positions.valid_window
+        if self.indexer is None:
+            return self.at_ratio.key_slots, self.at_ratio.key_valid
+        return self.at_ratio.pick_slots, self.at_ratio.pick_valid
 
     def _compressors(self) -> list[Compressor]:
         found = [self.compressor] if self.compressor is not None else []

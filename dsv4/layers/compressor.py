@@ -5,8 +5,8 @@ channel half with the current window's second half; its 8 slots are two halves u
 (window w writes half w % 2), so nothing is shifted and re-running a position rewrites exactly what it wrote
 (a rejected speculative token leaves no trace). Two update paths share the math: `update_eager` branches on
 a host position; `update_graph` computes the pooled entry every step and commits it at the slot the step's
-`RatioPositions` computed: the window's entry where the window closes, else a scratch row past the entries
-that nothing reads.
+`RatioPositions` computed: the window's entry where the window closes, else the token's scratch row past
+the entries, which nothing reads.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dsv4.layers.weights import dense_tensor
 class Compressor:
     def __init__(self, weights: dict, prefix: str, ratio: int, width: int, entries: torch.Tensor, ctx, indexer: bool,
                  positions):
-        """`entries` is the [B, max_len // ratio + 1, width] view of the cache the pooled entries are written to,
-        its last row the scratch row; `positions` the device's `StepPositions`.
+        """`entries` is the [B, max_len // ratio + T, width] view of the cache the pooled entries are written to,
+        its last T rows the scratch rows of a step's T tokens; `positions` the device's `StepPositions`.
 
         The main compressor FP8-quantizes its non-RoPE channels; the indexer's applies Hadamard then FP4.
         """
@@ -87,27 +87,40 @@ class Compressor:
         return entry
 
     def update_eager(self, x: torch.Tensor, position: int, rope: torch.Tensor) -> None:
+        """The step's tokens in order (x [B*T] rows in (sequence, token) order, token t at `position + t`),
+        branching on the host position: a window's entry is pooled and committed where it closes."""
         kv, score = self._project(x)
-        half = position // self.ratio % 2
-        slot = position % self.ratio + (half * self.ratio if self.overlap else 0)
-        self.kv_state[:, slot] = kv
-        self.score_state[:, slot] = score + self.ape[position % self.ratio]
-        if (position + 1) % self.ratio:
-            return
-        start = position + 1 - self.ratio
-        self.entries[:, position // self.ratio] = self._finish(self._pool(half), rope[start : start + 1])
+        steps = self.ctx.tokens_per_step
+        for t in range(steps):
+            at = position + t
+            half = at // self.ratio % 2
+            slot = at % self.ratio + (half * self.ratio if self.overlap else 0)
+            self.kv_state[:, slot] = kv[t::steps]
+            self.score_state[:, slot] = score[t::steps] + self.ape[at % self.ratio]
+            if (at + 1) % self.ratio:
+                continue
+            start = at + 1 - self.ratio
+            self.entries[:, at // self.ratio] = self._finish(self._pool(half), rope[start : start + 1])
 
-    def update_graph(self, x: torch.Tensor, t: int) -> None:
-        """Same as `update_eager` for the step's token t, its position and slots from the step's `RatioPositions`
-        (computed on the device), no host branch."""
+    def update_graph(self, x: torch.Tensor) -> None:
+        """Same as `update_eager`, no host branch: the slots and positions come from the step's `RatioPositions`
+        (computed on the device); every token's pooled entry is committed, at its window's entry where the
+        window closes, else at the token's scratch row. One projection, state pool, finish and commit for all
+        the step's tokens."""
         kv, score = self._project(x)
-        p, row = self.at_ratio, slice(t, t + 1)
-        pooled = fused_state_pool(kv, score, self.ape, self.kv_state, self.score_state, self.positions.at[row],
+        p, steps = self.at_ratio, self.ctx.tokens_per_step
+        pooled = fused_state_pool(kv, score, self.ape, self.kv_state, self.score_state, self.positions.at,
                                   self.ratio, self.overlap, self.width)
         if pooled is None:
-            slot = p.slot[row] if self.overlap else p.phase[row]
-            self.kv_state.index_copy_(1, slot, kv.unsqueeze(1))
-            self.score_state.index_copy_(1, slot, (score + self.ape.index_select(0, p.phase[row])).unsqueeze(1))
-            pooled = self._pool(p.half[row])
-        entry = self._finish(pooled, self.positions.start_rows[self.ratio][row])
-        self.entries.index_copy_(1, p.target[row], entry.unsqueeze(1))
+            pooled = torch.stack([self._write_and_pool(kv[t::steps], score[t::steps], slice(t, t + 1))
+                                  for t in range(steps)], dim=1).flatten(0, 1)
+        entry = self._finish(pooled, self.positions.start_rows[self.ratio])
+        self.entries.index_copy_(1, p.target, entry.unflatten(0, (-1, steps)))
+
+    def _write_and_pool(self, kv: torch.Tensor, score: torch.Tensor, row: slice) -> torch.Tensor:
+        """The torch form of `fused_state_pool` for one token (`row` of the step's positions)."""
+        p = self.at_ratio
+        slot = p.slot[row] if self.overlap else p.phase[row]
+        self.kv_state.index_copy_(1, slot, kv.unsqueeze(1))
+        self.score_state.index_copy_(1, slot, (score + self.ape.index_select(0, p.phase[row])).unsqueeze(1))
+        return self._pool(p.half[row])

@@ -79,11 +79,15 @@ class MoE:
         self.shared = [SharedExpert(weights, f"{prefix}.shared_experts", dev, ctx.resident)] if shared else []
 
     @property
+    def routed_bytes(self) -> int:
+        """The top-k experts' stored bytes: what each token routed to other experts reads again."""
+        return sum(int(w.nbytes) // w.shape[0] for w in (self.w1, self.w2, self.w3)) * self.top_k
+
+    @property
     def bytes_read(self) -> int:
         """Bytes per token: the top-k experts' stored bytes, the gate, and the shared expert."""
-        experts = sum(int(w.nbytes) // w.shape[0] for w in (self.w1, self.w2, self.w3)) * self.top_k
         shared = sum(expert.bytes_read for expert in self.shared)
-        return experts + shared + self.gate.numel() * 4
+        return self.routed_bytes + shared + self.gate.numel() * 4
 
     def route(self, x: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(expert ids [B,k], weights [B,k] fp32): hash table or top-k of sigma + bias; weights renormalised."""

@@ -20,9 +20,10 @@ class RatioPositions:
     """The step's values for the layers of compress ratio `ratio` (> 0), row t for the step's token t."""
 
     def __init__(self, ratio: int, steps: int, window: int, ring: int, max_len: int, batch: int, topk: int, device):
+        rows = batch * steps
         self.ratio = ratio
         self.csa = LAYER_KINDS[ratio] == "csa"  # the indexer picks among the entries: else all are keys
-        self.entries = max_len // ratio  # compressed entries; index `entries` is the commit's scratch row
+        self.entries = max_len // ratio  # compressed entries; indexes `entries + t` are token t's scratch rows
         long = dict(dtype=torch.long, device=device)
         self.comp_slots = torch.arange(self.entries, device=device)
         self.count = torch.zeros(steps, **long)  # compressed entries a token sees: (pos + 1) // ratio
@@ -40,12 +41,12 @@ class RatioPositions:
         self.phase = torch.zeros(steps, **long)
         self.half = torch.zeros(steps, **long)
         self.slot = torch.zeros(steps, **long)
-        self.target = torch.zeros(steps, **long)  # the entry a closing window commits, else the scratch row
-        self.scratch = torch.tensor(self.entries, device=device)
-        self.start = torch.zeros(steps, **long)  # the window's first position (its entry's RoPE row)
+        self.target = torch.zeros(steps, **long)  # the entry a closing window commits, else the token's scratch row
+        self.scratch = torch.arange(self.entries, self.entries + steps, device=device)
+        self.start = torch.zeros(rows, **long)  # per row of the step: its window's first position (its entry's RoPE row)
 
-    def refresh(self, at: torch.Tensor, window: int, order: torch.Tensor, valid_window: torch.Tensor,
-                rope: torch.Tensor, start_rows: torch.Tensor) -> None:
+    def refresh(self, at: torch.Tensor, row_pos: torch.Tensor, window: int, order: torch.Tensor,
+                valid_window: torch.Tensor, rope: torch.Tensor, start_rows: torch.Tensor) -> None:
         m = self.ratio
         torch.div(at + 1, m, rounding_mode="floor", out=self.count)
         if self.csa:
@@ -62,7 +63,7 @@ class RatioPositions:
             torch.remainder(entry, 2, out=self.half)
             torch.add(self.phase, self.half * m, out=self.slot)
         torch.where(self.phase == m - 1, entry.clamp(max=self.entries - 1), self.scratch, out=self.target)
-        torch.clamp(at + (1 - m), min=0, out=self.start)
+        torch.clamp(row_pos + (1 - m), min=0, out=self.start)
         torch.index_select(rope, 0, self.start, out=start_rows)
 
 
@@ -82,7 +83,7 @@ class StepPositions:
         self.rope = {False: ctx.rope_window, True: ctx.rope_compressed}
         self.rope_rows: dict[bool, torch.Tensor] = {}  # compressed? -> this step's cos/sin rows [rows, rope_dim]
         self.ratios: dict[int, RatioPositions] = {}
-        self.start_rows: dict[int, torch.Tensor] = {}  # ratio -> RoPE rows of the windows' first positions
+        self.start_rows: dict[int, torch.Tensor] = {}  # ratio -> per row, the RoPE row of its window's first position
         long = dict(dtype=torch.long, device=device)
         self.offsets = torch.arange(self.steps, device=device)
         self.window_slots = torch.arange(self.window, device=device)
@@ -101,7 +102,7 @@ class StepPositions:
         if ratio not in self.ratios:
             self.ratios[ratio] = RatioPositions(ratio, self.steps, self.window, self.ring, self.max_len, self.batch,
                                                  self.topk, rope.device)
-            self.start_rows[ratio] = rope.new_zeros(self.steps, *rope.shape[1:])
+            self.start_rows[ratio] = rope.new_zeros(len(self.row_pos), *rope.shape[1:])
         return self.ratios[ratio]
 
     @hot_path
@@ -117,5 +118,5 @@ class StepPositions:
         torch.remainder(self.window_slots + start.unsqueeze(1), self.ring, out=self.order)
         torch.le(self.window_slots, self.at.unsqueeze(1), out=self.valid_window.view(self.steps, self.window))
         for ratio, values in self.ratios.items():
-            values.refresh(self.at, self.window, self.order, self.valid_window, self.rope[True],
+            values.refresh(self.at, self.row_pos, self.window, self.order, self.valid_window, self.rope[True],
                            self.start_rows[ratio])

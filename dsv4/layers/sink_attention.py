@@ -29,33 +29,38 @@ BLOCK_D = 64  # head dims per program of the sums kernel
 if triton is not None:
 
     @triton.jit
-    def _sink_scores(q_ptr, cache, slots, valid, scores, heads, n_keys, cache_len, slots_stride, scale,
-                     HD: tl.constexpr, HD_PAD: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr):
-        """fp32 scores [B, H, S] of one tile of heads x keys; masked keys at -inf."""
-        b = tl.program_id(0)
+    def _sink_scores(q_ptr, cache, slots, valid, scores, heads, n_keys, cache_len, tokens, token_stride,
+                     slots_stride, scale, HD: tl.constexpr, HD_PAD: tl.constexpr, BLOCK_H: tl.constexpr,
+                     BLOCK_S: tl.constexpr):
+        """fp32 scores [rows, H, S] of one tile of heads x keys; masked keys at -inf."""
+        r = tl.program_id(0)  # the query row: sequence b's token t
+        b, t = r // tokens, r % tokens
+        key_list = t * token_stride + b * slots_stride
         h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
         keys = tl.program_id(2) * BLOCK_S + tl.arange(0, BLOCK_S)
         dims = tl.arange(0, HD_PAD)
         h_ok, present, d_ok = h < heads, keys < n_keys, dims < HD
-        q = tl.load(q_ptr + (b.to(tl.int64) * heads + h)[:, None] * HD + dims[None, :],
+        q = tl.load(q_ptr + (r.to(tl.int64) * heads + h)[:, None] * HD + dims[None, :],
                     mask=h_ok[:, None] & d_ok[None, :], other=0.0)
-        slot = tl.load(slots + b * slots_stride + keys, mask=present, other=0)
-        ok = tl.load(valid + b * slots_stride + keys, mask=present, other=0) != 0
+        slot = tl.load(slots + key_list + keys, mask=present, other=0)
+        ok = tl.load(valid + key_list + keys, mask=present, other=0) != 0
         k = tl.load(cache + (b.to(tl.int64) * cache_len + slot)[:, None] * HD + dims[None, :],
                     mask=present[:, None] & d_ok[None, :], other=0.0)
         s = tl.where(ok[None, :], tl.dot(q, tl.trans(k)) * scale, float("-inf"))
-        tl.store(scores + (b.to(tl.int64) * heads + h)[:, None] * n_keys + keys[None, :], s,
+        tl.store(scores + (r.to(tl.int64) * heads + h)[:, None] * n_keys + keys[None, :], s,
                  mask=h_ok[:, None] & present[None, :])
 
     @triton.jit
-    def _sink_sums(scores, cache, slots, sink, out, heads, n_keys, cache_len, slots_stride,
+    def _sink_sums(scores, cache, slots, sink, out, heads, n_keys, cache_len, tokens, token_stride, slots_stride,
                    HD: tl.constexpr, BLOCK_H: tl.constexpr, KEY_BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
         """o for one tile of heads x head dims: the online softmax over the keys in blocks of KEY_BLOCK."""
-        b = tl.program_id(0)
+        r = tl.program_id(0)
+        b, t = r // tokens, r % tokens
+        key_list = t * token_stride + b * slots_stride
         h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
         dims = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D)
         h_ok, d_ok = h < heads, dims < HD
-        rows = scores + (b.to(tl.int64) * heads + h)[:, None] * n_keys
+        rows = scores + (r.to(tl.int64) * heads + h)[:, None] * n_keys
         top = tl.full([BLOCK_H], float("-inf"), tl.float32)
         total = tl.zeros([BLOCK_H], tl.float32)
         acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
@@ -68,43 +73,49 @@ if triton is not None:
             e = libdevice.exp(s - new_top[:, None])
             block_sum = tl.sum(e.to(tl.float64), axis=1).to(tl.float32)  # as the torch form's fp64 sum
             total = libdevice.add_rn(libdevice.mul_rn(total, rescale), block_sum)
-            slot = tl.load(slots + b * slots_stride + keys, mask=present, other=0)
+            slot = tl.load(slots + key_list + keys, mask=present, other=0)
             k = tl.load(cache + (b.to(tl.int64) * cache_len + slot)[:, None] * HD + dims[None, :],
                         mask=present[:, None] & d_ok[None, :], other=0.0)
             acc = tl.dot(e.to(tl.bfloat16), k, acc * rescale[:, None])
             top = new_top
         total = libdevice.add_rn(total, libdevice.exp(tl.load(sink + h, mask=h_ok, other=0.0) - top))
         o = tl.math.div_rn(acc, total[:, None])
-        tl.store(out + (b.to(tl.int64) * heads + h)[:, None] * HD + dims[None, :], o.to(tl.bfloat16),
+        tl.store(out + (r.to(tl.int64) * heads + h)[:, None] * HD + dims[None, :], o.to(tl.bfloat16),
                  mask=h_ok[:, None] & d_ok[None, :])
 
 
 def fused_sink_attention(q: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor, valid: torch.Tensor,
                          sink: torch.Tensor, scale: float, out: torch.Tensor | None = None) -> torch.Tensor | None:
-    """o [B,H,hd] bf16 for queries q [B,H,hd] over the cache rows `slots` [B or 1, S] of `cache` [B,L,hd] where
-    `valid` [B or 1, S] (the first slot valid), written to `out` when given (contiguous, q's shape), or None
-    where the torch form must run."""
+    """o [rows,H,hd] bf16 for queries q [rows,H,hd] over the cache rows `slots` of `cache` [B,L,hd] where `valid`,
+    written to `out` when given (contiguous, q's shape), or None where the torch form must run.
+
+    One token per sequence: q [B,H,hd], `slots` and `valid` [B or 1, S]. T tokens (a speculative step): q rows in
+    (sequence, token) order, `slots` and `valid` [T, B or 1, S], token t's list in row t: one launch for all.
+    The first slot of every list is valid."""
     if not runs_triton(q) or (out is not None and (out.shape != q.shape or out.dtype != q.dtype
                                                    or not out.is_contiguous())):
         return None
-    batch, heads, head_dim = q.shape
+    if slots.dim() == 2:
+        slots, valid = slots.unsqueeze(0), valid.unsqueeze(0)
+    rows, heads, head_dim = q.shape
+    tokens, batch = slots.shape[0], cache.shape[0]
     if (q.dtype != torch.bfloat16 or cache.dtype != torch.bfloat16 or not q.is_contiguous()
-            or not cache.is_contiguous() or cache.shape[0] != batch or cache.shape[2] != head_dim
+            or not cache.is_contiguous() or rows != batch * tokens or cache.shape[2] != head_dim
             or sink.dtype != torch.float32 or not sink.is_contiguous()):
         return None
-    if slots.shape != valid.shape or slots.shape[0] not in (1, batch):
+    if slots.shape != valid.shape or slots.dim() != 3 or slots.shape[1] not in (1, batch):
         return None
     slots, valid = slots.contiguous(), valid.contiguous().view(torch.uint8)  # views and no-ops on the decode path
-    stride = 0 if slots.shape[0] == 1 else slots.shape[1]
-    n_keys, hd_pad = slots.shape[1], triton.next_power_of_2(head_dim)
-    scores = q.new_empty((batch, heads, n_keys), dtype=torch.float32)  # graphready: ignore[GR301] graph pool
+    n_keys, hd_pad = slots.shape[2], triton.next_power_of_2(head_dim)
+    token_stride, stride = slots.shape[1] * n_keys, 0 if slots.shape[1] == 1 else n_keys
+    scores = q.new_empty((rows, heads, n_keys), dtype=torch.float32)  # graphready: ignore[GR301] graph pool
     if out is None:
         out = torch.empty_like(q)  # graphready: ignore[GR301] inside a capture the graph pool serves it
     head_tiles = triton.cdiv(heads, BLOCK_H)
-    _sink_scores[(batch, head_tiles, triton.cdiv(n_keys, BLOCK_S))](
-        q, cache, slots, valid, scores, heads, n_keys, cache.shape[1], stride, scale,
+    _sink_scores[(rows, head_tiles, triton.cdiv(n_keys, BLOCK_S))](
+        q, cache, slots, valid, scores, heads, n_keys, cache.shape[1], tokens, token_stride, stride, scale,
         HD=head_dim, HD_PAD=hd_pad, BLOCK_H=BLOCK_H, BLOCK_S=BLOCK_S, num_warps=4)
-    _sink_sums[(batch, head_tiles, triton.cdiv(head_dim, BLOCK_D))](
-        scores, cache, slots, sink, out, heads, n_keys, cache.shape[1], stride,
+    _sink_sums[(rows, head_tiles, triton.cdiv(head_dim, BLOCK_D))](
+        scores, cache, slots, sink, out, heads, n_keys, cache.shape[1], tokens, token_stride, stride,
         HD=head_dim, BLOCK_H=BLOCK_H, KEY_BLOCK=KEY_BLOCK, BLOCK_D=BLOCK_D, num_warps=4)
     return out

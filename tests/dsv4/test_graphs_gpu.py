@@ -339,6 +339,54 @@ def test_fused_compressor_state_write_and_pool_match_the_torch_form():
 
 
 @needs_gpu
+def test_a_speculative_steps_two_tokens_pool_in_one_launch_as_in_two():
+    """Two tokens per launch (a speculative step: token 1's window holds token 0's fresh slot, and for CSA the
+    two may sit on either side of a window boundary) write the same states and pool the same windows, bit for
+    bit, as one launch per token."""
+    from dsv4.layers.compressor_pool import fused_state_pool
+
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    for ratio, width, batch in ((128, 512, 1), (4, 512, 1), (4, 128, 3)):
+        overlap = ratio == 4
+        channels, slots = (1 + overlap) * width, (2 if overlap else 1) * ratio
+        together = [torch.randn(batch, slots, channels, device="cuda", generator=gen) for _ in range(2)]
+        apart = [state.clone() for state in together]
+        ape = torch.randn(ratio, channels, device="cuda", generator=gen)
+        for position in range(0, 3 * ratio + 3, 1 if ratio == 4 else 5):
+            kv = torch.randn(2 * batch, channels, device="cuda", generator=gen)  # rows (sequence, token)
+            score = torch.randn(2 * batch, channels, device="cuda", generator=gen) * 4
+            at = torch.tensor([position, position + 1], device="cuda")
+            pooled = fused_state_pool(kv, score, ape, *together, at, ratio, overlap, width)
+            one_by_one = [fused_state_pool(kv[t::2].contiguous(), score[t::2].contiguous(), ape, *apart, at[t : t + 1],
+                                           ratio, overlap, width) for t in range(2)]
+            assert torch.equal(together[0], apart[0]) and torch.equal(together[1], apart[1]), (ratio, position)
+            assert torch.equal(pooled, torch.stack(one_by_one, dim=1).flatten(0, 1)), (ratio, position)
+
+
+@needs_gpu
+def test_a_speculative_steps_two_tokens_attend_in_one_launch_as_in_two():
+    """The attention kernels over [T, B or 1, S] key lists, q rows in (sequence, token) order, against one
+    launch per token: bit for bit (each query row is its own program either way)."""
+    from dsv4.layers.sink_attention import fused_sink_attention
+
+    gen = torch.Generator(device="cuda").manual_seed(10)
+    for batch, heads, head_dim, cache_len, keys, shared in ((1, 128, 512, 400, 384, True), (3, 4, 80, 40, 20, False),
+                                                          (2, 64, 512, 136, 129, True)):
+        q = torch.randn(2 * batch, heads, head_dim, device="cuda", generator=gen).to(torch.bfloat16)
+        cache = (torch.randn(batch, cache_len, head_dim, device="cuda", generator=gen) * 3).to(torch.bfloat16)
+        rows = 1 if shared else batch
+        slots = torch.stack([torch.stack([torch.randperm(cache_len, device="cuda", generator=gen)[:keys]
+                                          for _ in range(rows)]) for _ in range(2)])
+        valid = torch.rand(2, rows, keys, device="cuda", generator=gen) < 0.8
+        valid[..., 0] = True
+        sink = torch.randn(heads, device="cuda", generator=gen)
+        both = fused_sink_attention(q, cache, slots, valid, sink, head_dim**-0.5)
+        one_by_one = [fused_sink_attention(q[t::2].contiguous(), cache, slots[t], valid[t], sink, head_dim**-0.5)
+                      for t in range(2)]
+        assert both is not None and torch.equal(both, torch.stack(one_by_one, dim=1).flatten(0, 1)), batch
+
+
+@needs_gpu
 def test_argmax_kernel_matches_torch_and_takes_the_first_of_tied_maxima():
     from dsv4.layers.argmax import argmax_rows
 

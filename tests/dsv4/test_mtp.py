@@ -133,6 +133,17 @@ def test_generate_mtp_reports_acceptance(capsys):
     assert len(out.split("tokens:")[1].splitlines()[0].split(",")) == 6
 
 
+def test_a_speculative_step_reads_the_second_tokens_experts_the_mtp_layer_and_the_head_again(speculative_model):
+    """The bytes a speculative step reads at most, next to a plain step's: what bounds its cost from below where
+    decoding is bound by memory (issue 29's 1.3x target: pro-4L's fp32 head alone is most of its bytes)."""
+    model = speculative_model
+    plain, speculative = model.weight_bytes_per_token, model.speculative_bytes_per_step
+    experts = sum(layer.moe.routed_bytes for layer in model.layers)
+    head = model.head.numel() * 4
+    assert experts > 0 and speculative - plain - experts > model.mtp.block.bytes_read + head - 1
+    assert plain < speculative < 2 * plain + model.mtp.block.bytes_read
+
+
 def test_generate_refuses_a_model_the_gpu_cannot_hold_before_loading(capsys, monkeypatch):
     import dsv4.generate as generate
 
