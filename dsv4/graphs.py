@@ -22,7 +22,6 @@ from typing import Callable, Sequence
 import torch
 
 from dsv4.model import DSV4Model, Unit
-from graphready import hot_path
 
 MODES = ("layer", "split", "full")
 WARMUP_STEPS = 2
@@ -188,8 +187,7 @@ class GraphDecoder:
             self.model.transfer(plan.previous, plan.device)
         self._load_inputs(plan, position, source)
 
-    @hot_path
-    def replay(self, position: int, source: str = "host") -> None:
+    def replay(self, position: int, source: str = "host") -> None:  # graphready: hot
         """Run every device's segments in layer order on its own stream, chained by events. `source`: where the
         token ids and position come from (host | greedy | speculative, see `_load_inputs`).
 

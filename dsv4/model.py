@@ -25,7 +25,6 @@ from dsv4.layers.primitives import make_fp4_tables, make_rope_table, vocab_logit
 from dsv4.layers.weights import dense_tensor
 from dsv4.mtp import PREFIX as MTP_PREFIX
 from dsv4.mtp import MTPLayer, Speculation
-from graphready import hot_path
 
 MAX_COMPRESS_RATIO = 128
 
@@ -183,24 +182,20 @@ class DSV4Model:
             io.tokens.copy_(ids)
             io.pos.fill_(position)
 
-    @hot_path
-    def embed_graph(self) -> None:
+    def embed_graph(self) -> None:  # graphready: hot
         io = self.io[self.devices[0]]
         io.streams.copy_(self.embed.index_select(0, io.tokens).unsqueeze(1).expand(-1, self.config.hc_mult, -1))
 
-    @hot_path
-    def head_graph(self) -> None:
+    def head_graph(self) -> None:  # graphready: hot
         self.logits_buf.copy_(self._logits(self.io[self.devices[-1]].streams))
         self.next_token_buf.copy_(argmax_rows(self.logits_buf))
 
-    @hot_path
-    def mtp_graph(self) -> None:
+    def mtp_graph(self) -> None:  # graphready: hot
         """The MTP layer on the main model's final streams and the tokens decided at p+1, p+2."""
         io = self.io[self.devices[-1]]
         self.mtp.step_graph(io.streams, self.spec.decide(self.next_token_buf), io.pos)
 
-    @hot_path
-    def advance_graph(self) -> None:
+    def advance_graph(self) -> None:  # graphready: hot
         """Accept or reject the draft and set the next speculative step's inputs (on the device)."""
         io = self.io[self.devices[-1]]
         self.spec.advance(io.tokens, io.pos, self.mtp.draft_buf)
@@ -224,9 +219,8 @@ class DSV4Model:
             plan[last] += [Unit("mtp", "mtp", last, self.mtp_graph), Unit("advance", "advance", last, self.advance_graph)]
         return plan
 
-    @hot_path
     @torch.inference_mode()
-    def step_graphable(self) -> None:
+    def step_graphable(self) -> None:  # graphready: hot
         """One decode step from the device buffers, with fixed shapes and no host reads."""
         previous = None
         for device, units in self.units().items():

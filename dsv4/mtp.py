@@ -24,7 +24,6 @@ from dsv4.layers.block import Block, DeviceIO
 from dsv4.layers.mhc import HyperHead
 from dsv4.layers.primitives import rms_norm, vocab_logits
 from dsv4.layers.weights import Dense, dense_tensor
-from graphready import hot_path
 
 PREFIX = "mtp.0"
 
@@ -70,8 +69,7 @@ class MTPLayer:
         """fp32 logits [rows, vocab] of the token after next, each row at position + its offset."""
         return self.logits(self.block.forward_eager(self.inputs(streams, tokens), tokens, position))
 
-    @hot_path
-    def step_graph(self, streams: torch.Tensor, tokens: torch.Tensor, pos: torch.Tensor) -> None:
+    def step_graph(self, streams: torch.Tensor, tokens: torch.Tensor, pos: torch.Tensor) -> None:  # graphready: hot
         """The graph-ready MTP step: logits into `logits_buf`, greedy drafts into `draft_buf`."""
         io = self.io
         io.streams.copy_(self.inputs(streams, tokens))

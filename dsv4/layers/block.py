@@ -17,7 +17,6 @@ from dsv4.layers.moe import MoE
 from dsv4.layers.positions import StepPositions
 from dsv4.layers.primitives import rms_norm
 from dsv4.layers.weights import dense_tensor
-from graphready import hot_path
 
 
 class DeviceIO:
@@ -84,8 +83,7 @@ class Block:
         self.hc_attn.join()
         return self._ffn(HyperConnection.post(y, streams, post, comb), token_ids)
 
-    @hot_path
-    def pre_attention(self) -> None:
+    def pre_attention(self) -> None:  # graphready: hot
         io = self.io
         # the kernels write post, comb, q (and the indexer's qi, wi) straight into the buffers attention and
         # post_attention read; comb is written on the mHC side stream, which `join` waits for
@@ -93,12 +91,10 @@ class Block:
         self.attn.prepare_graph(rms_norm(x, self.attn_norm, self.eps), self.q_buf, self.qi_buf, self.wi_buf)
         self.hc_attn.join()
 
-    @hot_path
-    def attention(self) -> None:
+    def attention(self) -> None:  # graphready: hot
         self.attn.attend_graph(self.q_buf, self.qi_buf, self.wi_buf, self.o_buf)
 
-    @hot_path
-    def post_attention(self) -> None:
+    def post_attention(self) -> None:  # graphready: hot
         io = self.io
         y = self.attn.output(self.o_buf, io.positions.rope_rows[bool(self.attn.ratio)])
         streams = HyperConnection.post(y, io.streams, self.post_buf, self.comb_buf)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import torch
 
 from dsv4.config import LAYER_KINDS
-from graphready import hot_path
 
 
 class RatioPositions:
@@ -105,8 +104,7 @@ class StepPositions:
             self.start_rows[ratio] = rope.new_zeros(len(self.row_pos), *rope.shape[1:])
         return self.ratios[ratio]
 
-    @hot_path
-    def refresh(self) -> None:
+    def refresh(self) -> None:  # graphready: hot
         """Compute this step's values from `pos` (inside the captured step, before the device's first layer)."""
         torch.add(self.pos, self.row_offsets, out=self.row_pos)
         for compressed, rows in self.rope_rows.items():
