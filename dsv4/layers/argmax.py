@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton, tl, triton
+from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 BLOCK = 4096  # logits per program of the first pass
 
 if triton is not None:
 
     @triton.jit
-    def _block_argmax(logits, best, where, n, blocks, BLOCK: tl.constexpr):
+    def _block_argmax(logits, best, where, n, blocks, BLOCK: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         row, block = tl.program_id(0), tl.program_id(1)
         cols = block * BLOCK + tl.arange(0, BLOCK)
         v = tl.load(logits + row.to(tl.int64) * n + cols, mask=cols < n, other=float("-inf"))
@@ -26,7 +27,8 @@ if triton is not None:
         tl.store(where + row * blocks + block, block * BLOCK + at)
 
     @triton.jit
-    def _row_argmax(best, where, out, blocks, BLOCKS: tl.constexpr):
+    def _row_argmax(best, where, out, blocks, BLOCKS: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         row = tl.program_id(0)
         i = tl.arange(0, BLOCKS)
         v = tl.load(best + row * blocks + i, mask=i < blocks, other=float("-inf"))
@@ -44,6 +46,6 @@ def argmax_rows(logits: torch.Tensor) -> torch.Tensor:
     best = logits.new_empty((rows, blocks))  # graphready: ignore[GR301] inside a capture the graph pool serves it
     where = torch.empty((rows, blocks), dtype=torch.int32, device=logits.device)  # graphready: ignore[GR301]
     out = torch.empty(rows, dtype=torch.int64, device=logits.device)  # graphready: ignore[GR301]
-    _block_argmax[(rows, blocks)](logits, best, where, n, blocks, BLOCK=BLOCK, num_warps=8)
-    _row_argmax[(rows,)](best, where, out, blocks, BLOCKS=triton.next_power_of_2(blocks))
+    _block_argmax[(rows, blocks)](logits, best, where, n, blocks, BLOCK=BLOCK, num_warps=8, **pdl_options())
+    _row_argmax[(rows,)](best, where, out, blocks, BLOCKS=triton.next_power_of_2(blocks), **pdl_options())
     return out

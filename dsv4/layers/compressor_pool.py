@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import libdevice, runs_triton, tl, triton
+from dsv4.layers.kernels import libdevice, pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 if triton is not None:
 
     @triton.jit
     def _state_pool(kv, score, ape, kv_state, score_state, at, pooled, width, channels, slots,
                     RATIO: tl.constexpr, OVERLAP: tl.constexpr, POOLED: tl.constexpr, ROWS: tl.constexpr,
-                    BLOCK_C: tl.constexpr, TOKENS: tl.constexpr, PARTS: tl.constexpr):
+                    BLOCK_C: tl.constexpr, TOKENS: tl.constexpr, PARTS: tl.constexpr, PDL: tl.constexpr):
         """One sequence's channel block, token after token: write the token's slot, then pool its window."""
+        wait_for_previous_kernel(PDL)
         b = tl.program_id(0)
         cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
         col_ok = cols < width
@@ -80,5 +81,5 @@ def fused_state_pool(kv: torch.Tensor, score: torch.Tensor, ape: torch.Tensor, k
     _state_pool[(batch, triton.cdiv(width, block))](
         kv, score, ape, kv_state, score_state, at, pooled, width, kv_state.shape[2], kv_state.shape[1],
         RATIO=ratio, OVERLAP=overlap, POOLED=window, ROWS=rows, BLOCK_C=block, TOKENS=tokens,
-        PARTS=1 + overlap, num_warps=4)
+        PARTS=1 + overlap, num_warps=4, **pdl_options())
     return pooled

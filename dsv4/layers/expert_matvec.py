@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from dsv4.formats import NVFP4_BLOCK, NVFP4Weight
-from dsv4.layers.kernels import runs_triton, tl, triton
+from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 BLOCK_OUT = 16
 BLOCK_WORDS = 128  # 32-bit words per row per iteration = 1024 weights (swept on an H100: 2x the old kernel)
@@ -36,7 +36,8 @@ if triton is not None:
     @triton.jit
     def _nvfp4_matvec(words, scale, global_scale, ids, x, out, n_out, n_words,
                       sw_e, sw_o, ss_e, ss_o, sx_n, so_n,
-                      BLOCK_O: tl.constexpr, BLOCK_W: tl.constexpr, OFFSET: tl.constexpr):
+                      BLOCK_O: tl.constexpr, BLOCK_W: tl.constexpr, OFFSET: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         slot = tl.program_id(1)
         expert = tl.load(ids + slot)
         rows = tl.program_id(0) * BLOCK_O + tl.arange(0, BLOCK_O)
@@ -81,5 +82,6 @@ def expert_matvec(weight, ids: torch.Tensor, x: torch.Tensor, out: torch.Tensor)
     # Triton launches on the current device's current stream: callers make x.device current
     _nvfp4_matvec[grid](words, scale, weight.global_scale, ids, x, out, n_out, n_words,
                         words.stride(0), words.stride(1), scale.stride(0), scale.stride(1),
-                        x.stride(0), out.stride(0), BLOCK_O=BLOCK_OUT, BLOCK_W=BLOCK_WORDS, OFFSET=FP16_OFFSET)
+                        x.stride(0), out.stride(0), BLOCK_O=BLOCK_OUT, BLOCK_W=BLOCK_WORDS, OFFSET=FP16_OFFSET,
+                        **pdl_options())
     return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton, tl, triton
+from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 ROWS = 16  # blocks per program
 
@@ -39,7 +39,8 @@ if triton is not None:
 
     @triton.jit
     def _fp8_fake_quant(x, out, n_blocks, row_blocks, x_stride, out_stride, BLOCK: tl.constexpr, ROWS_: tl.constexpr,
-                        QMAX: tl.constexpr, FLOOR: tl.constexpr):
+                        QMAX: tl.constexpr, FLOOR: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         blocks = tl.program_id(0) * ROWS_ + tl.arange(0, ROWS_)
         ok = blocks < n_blocks
         row, column = blocks // row_blocks, (blocks % row_blocks) * BLOCK
@@ -70,5 +71,5 @@ def fused_fp8_fake_quant(x: torch.Tensor, block: int, qmax: float, floor: float,
     n_blocks = x.numel() // block
     _fp8_fake_quant[(triton.cdiv(n_blocks, ROWS),)](rows, out_rows, n_blocks, x.shape[-1] // block, rows.stride(0),
                                                      out_rows.stride(0), BLOCK=block, ROWS_=ROWS, QMAX=qmax,
-                                                     FLOOR=floor)
+                                                     FLOOR=floor, **pdl_options())
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton, tl, triton
+from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 if triton is not None:
     from dsv4.layers.fp8_quant import pow2_block_exponent
@@ -24,7 +24,9 @@ if triton is not None:
         return tl.reshape(tl.permute(tl.join(a + b, a - b), (0, 2, 1)), (N,))
 
     @triton.jit
-    def _hadamard_fp4(x, out, N: tl.constexpr, LOG2N: tl.constexpr, BLOCK: tl.constexpr, FLOOR: tl.constexpr):
+    def _hadamard_fp4(x, out, N: tl.constexpr, LOG2N: tl.constexpr, BLOCK: tl.constexpr, FLOOR: tl.constexpr,
+                      PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         row = tl.program_id(0).to(tl.int64)
         y = tl.load(x + row * N + tl.arange(0, N)).to(tl.float32)
         for stage in tl.static_range(LOG2N):
@@ -53,5 +55,5 @@ def fused_hadamard_fp4(x: torch.Tensor, block: int, floor: float, out: torch.Ten
         return None
     if out is None:
         out = torch.empty_like(x)  # graphready: ignore[GR301] inside a capture the graph pool serves it
-    _hadamard_fp4[(x.numel() // n,)](x, out, N=n, LOG2N=n.bit_length() - 1, BLOCK=block, FLOOR=floor)
+    _hadamard_fp4[(x.numel() // n,)](x, out, N=n, LOG2N=n.bit_length() - 1, BLOCK=block, FLOOR=floor, **pdl_options())
     return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton, tl, triton
+from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 BLOCK_N = 32  # entries per program
 
@@ -22,7 +22,8 @@ if triton is not None:
 
     @triton.jit
     def _index_scores(q_ptr, w_ptr, keys, masked, out, heads, n, key_batch_stride, DIM: tl.constexpr,
-                      HEADS_PAD: tl.constexpr, BLOCK_N: tl.constexpr):
+                      HEADS_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         b = tl.program_id(0)
         entries = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
         h = tl.arange(0, HEADS_PAD)
@@ -56,5 +57,5 @@ def fused_index_scores(q: torch.Tensor, w: torch.Tensor, keys: torch.Tensor, mas
     out = q.new_empty((batch, n))  # graphready: ignore[GR301] inside a capture the graph pool serves it
     _index_scores[(batch, triton.cdiv(n, BLOCK_N))](
         q, w, keys, masked.view(torch.uint8), out, heads, n, keys.stride(0), DIM=dim,
-        HEADS_PAD=max(16, triton.next_power_of_2(heads)), BLOCK_N=BLOCK_N, num_warps=4)
+        HEADS_PAD=max(16, triton.next_power_of_2(heads)), BLOCK_N=BLOCK_N, num_warps=4, **pdl_options())
     return out

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton, tl, triton
+from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 if triton is not None:
     from dsv4.layers.sinkhorn import sinkhorn_tile
 
     @triton.jit
     def _mix_partials(streams, fn, dots, squares, k_total, n_mix, n_splits,
-                      NPAD: tl.constexpr, CHUNK: tl.constexpr, BLOCK_K: tl.constexpr):
+                      NPAD: tl.constexpr, CHUNK: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         b = tl.program_id(0)
         split = tl.program_id(1)
         outs = tl.arange(0, NPAD)
@@ -64,7 +65,8 @@ if triton is not None:
     @triton.jit
     def _pre_tail(streams, dots, squares, scale, base, x_out, post_out, n_splits, d, hc_eps, norm_eps,
                   HC: tl.constexpr, HEAD: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr,
-                  BLOCK_D: tl.constexpr):
+                  BLOCK_D: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         b = tl.program_id(0)
         rows, split_ok, r = _split_rows(squares, b, n_splits, d, norm_eps, HC, NPAD, BLOCK_S)
         lanes = tl.arange(0, HC)
@@ -83,8 +85,9 @@ if triton is not None:
 
     @triton.jit
     def _comb(dots, squares, scale, base, comb_out, n_splits, d, iters, hc_eps, norm_eps,
-              HC: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr):
+              HC: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr, PDL: tl.constexpr):
         """The combine matrix: softmax of the mixed logits, then Sinkhorn (latency-bound: one program)."""
+        wait_for_previous_kernel(PDL)
         b = tl.program_id(0)
         rows, split_ok, r = _split_rows(squares, b, n_splits, d, norm_eps, HC, NPAD, BLOCK_S)
         lanes = tl.arange(0, HC)
@@ -97,7 +100,8 @@ if triton is not None:
         tl.store(comb_out + b * HC * HC + tile, sinkhorn_tile(soft, iters, hc_eps, HC))
 
     @triton.jit
-    def _post(y, streams, post, comb, out, d, HC: tl.constexpr, BLOCK_D: tl.constexpr):
+    def _post(y, streams, post, comb, out, d, HC: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         b = tl.program_id(0)
         lanes = tl.arange(0, HC)
         cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
@@ -142,7 +146,7 @@ def fused_pre(streams: torch.Tensor, fn: torch.Tensor, scale: torch.Tensor, base
     dots = torch.empty(batch, splits, npad, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
     squares = torch.empty(batch, splits, dtype=torch.float32, device=streams.device)  # graphready: ignore[GR301]
     _mix_partials[(batch, splits)](streams, fn, dots, squares, k_total, n_mix, splits,
-                                   NPAD=npad, CHUNK=CHUNK, BLOCK_K=BLOCK_K)
+                                   NPAD=npad, CHUNK=CHUNK, BLOCK_K=BLOCK_K, **pdl_options())
     x = torch.empty(batch, d, dtype=streams.dtype, device=streams.device)  # graphready: ignore[GR301]
     post = x
     if not head:
@@ -154,10 +158,10 @@ def fused_pre(streams: torch.Tensor, fn: torch.Tensor, scale: torch.Tensor, base
             side.wait_stream(torch.cuda.current_stream(streams.device))
         with torch.cuda.stream(side):  # None: the current stream
             _comb[(batch,)](dots, squares, scale, base, comb, splits, d, iters, hc_eps, norm_eps,
-                            HC=hc, NPAD=npad, BLOCK_S=block_s, num_warps=1)
+                            HC=hc, NPAD=npad, BLOCK_S=block_s, num_warps=1, **pdl_options())
     _pre_tail[(batch, triton.cdiv(d, BLOCK_D))](streams, dots, squares, scale, base, x, post, splits, d,
                                                 hc_eps, norm_eps, HC=hc, HEAD=head, NPAD=npad,
-                                                BLOCK_S=block_s, BLOCK_D=BLOCK_D)
+                                                BLOCK_S=block_s, BLOCK_D=BLOCK_D, **pdl_options())
     return x if head else (x, post, comb, (dots, squares))
 
 
@@ -167,5 +171,5 @@ def fused_post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb:
         return None
     batch, hc, d = streams.shape
     out = torch.empty_like(streams)  # graphready: ignore[GR301] inside a capture the graph pool serves it
-    _post[(batch, triton.cdiv(d, BLOCK_D))](y, streams, post, comb, out, d, HC=hc, BLOCK_D=BLOCK_D)
+    _post[(batch, triton.cdiv(d, BLOCK_D))](y, streams, post, comb, out, d, HC=hc, BLOCK_D=BLOCK_D, **pdl_options())
     return out

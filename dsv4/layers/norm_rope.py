@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton, tl, triton
+from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 NORM_NONE, NORM_FP32, NORM_BF16 = 0, 1, 2
 
@@ -28,7 +28,8 @@ if triton is not None:
     @triton.jit
     def _norm_rope(x, weight, cos_sin, out, n, rows_per_cos, eps,
                    NORM: tl.constexpr, HAS_WEIGHT: tl.constexpr, ROPE: tl.constexpr, INVERSE: tl.constexpr,
-                   BLOCK: tl.constexpr):
+                   BLOCK: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         row = tl.program_id(0)
         base = row.to(tl.int64) * n
         cols = tl.arange(0, BLOCK)
@@ -91,5 +92,5 @@ def fused_norm_rope(x: torch.Tensor, norm: int, weight: torch.Tensor | None, eps
         out = torch.empty_like(x)  # graphready: ignore[GR301] inside a capture the graph pool serves it
     _norm_rope[(rows,)](x, weight if weight is not None else x, cos_sin if rope_dim else x, out, n, rows_per_cos,
                         eps, NORM=norm, HAS_WEIGHT=weight is not None, ROPE=rope_dim, INVERSE=inverse,
-                        BLOCK=triton.next_power_of_2(n))
+                        BLOCK=triton.next_power_of_2(n), **pdl_options())
     return out

@@ -42,7 +42,7 @@ class RatioPositions:
         self.slot = torch.zeros(steps, **long)
         self.target = torch.zeros(steps, **long)  # the entry a closing window commits, else the token's scratch row
         self.scratch = torch.arange(self.entries, self.entries + steps, device=device)
-        self.start = torch.zeros(rows, **long)  # per row of the step: its window's first position (its entry's RoPE row)
+        self.start = torch.zeros(rows, **long)  # per row of the step: its window's first position (its RoPE row)
 
     def refresh(self, at: torch.Tensor, row_pos: torch.Tensor, window: int, order: torch.Tensor,
                 valid_window: torch.Tensor, rope: torch.Tensor, start_rows: torch.Tensor) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import INTERPRET, libdevice, runs_triton, tl, triton
+from dsv4.layers.kernels import INTERPRET, libdevice, pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 ACCUMULATORS = 4  # torch's CUDA reduction: values per thread kept apart before they combine
 BLOCK_D = 1024
@@ -31,7 +31,8 @@ if triton is not None:
     @triton.jit
     def _route(logits, bias, tid2eid, tokens, ids_out, w_out, n, scale,
                K: tl.constexpr, K_PAD: tl.constexpr, HASHED: tl.constexpr, BLOCK_E: tl.constexpr,
-               LIBDEVICE: tl.constexpr):
+               LIBDEVICE: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         row = tl.program_id(0)
         lanes = tl.arange(0, BLOCK_E)
         ok = lanes < n
@@ -62,7 +63,8 @@ if triton is not None:
 
     @triton.jit
     def _combine(down, shared, out, d, K: tl.constexpr, HAS_SHARED: tl.constexpr, ACC: tl.constexpr,
-                 BLOCK_D: tl.constexpr):
+                 BLOCK_D: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         row = tl.program_id(0)
         cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
         ok = cols < d
@@ -97,7 +99,7 @@ def fused_route(logits: torch.Tensor, bias: torch.Tensor | None, tid2eid: torch.
     w = torch.empty(batch, k, dtype=torch.float32, device=logits.device)  # graphready: ignore[GR301] graph pool
     _route[(batch,)](logits, table if not hashed else logits, table if hashed else ids, tokens, ids, w, n, scale,
                      K=k, K_PAD=triton.next_power_of_2(k), HASHED=hashed, BLOCK_E=triton.next_power_of_2(n),
-                     LIBDEVICE=not INTERPRET, num_warps=4)
+                     LIBDEVICE=not INTERPRET, num_warps=4, **pdl_options())
     return ids, w
 
 
@@ -112,5 +114,5 @@ def fused_combine(down: torch.Tensor, shared: torch.Tensor | None, k: int) -> to
     out = torch.empty(batch, d, dtype=torch.bfloat16, device=down.device)  # graphready: ignore[GR301] graph pool
     _combine[(batch, triton.cdiv(d, BLOCK_D))](down, shared if shared is not None else down, out, d, K=k,
                                                HAS_SHARED=shared is not None, ACC=min(ACCUMULATORS, k),
-                                               BLOCK_D=BLOCK_D)
+                                               BLOCK_D=BLOCK_D, **pdl_options())
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import libdevice, runs_triton, tl, triton
+from dsv4.layers.kernels import libdevice, pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 BLOCK_H = 16  # heads per program: the smallest tensor-core tile
 BLOCK_S = 32  # keys per program of the score kernel
@@ -31,8 +31,9 @@ if triton is not None:
     @triton.jit
     def _sink_scores(q_ptr, cache, slots, valid, scores, heads, n_keys, cache_len, tokens, token_stride,
                      slots_stride, scale, HD: tl.constexpr, HD_PAD: tl.constexpr, BLOCK_H: tl.constexpr,
-                     BLOCK_S: tl.constexpr):
+                     BLOCK_S: tl.constexpr, PDL: tl.constexpr):
         """fp32 scores [rows, H, S] of one tile of heads x keys; masked keys at -inf."""
+        wait_for_previous_kernel(PDL)
         r = tl.program_id(0)  # the query row: sequence b's token t
         b, t = r // tokens, r % tokens
         key_list = t * token_stride + b * slots_stride
@@ -52,8 +53,10 @@ if triton is not None:
 
     @triton.jit
     def _sink_sums(scores, cache, slots, sink, out, heads, n_keys, cache_len, tokens, token_stride, slots_stride,
-                   HD: tl.constexpr, BLOCK_H: tl.constexpr, KEY_BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
+                   HD: tl.constexpr, BLOCK_H: tl.constexpr, KEY_BLOCK: tl.constexpr, BLOCK_D: tl.constexpr,
+                   PDL: tl.constexpr):
         """o for one tile of heads x head dims: the online softmax over the keys in blocks of KEY_BLOCK."""
+        wait_for_previous_kernel(PDL)
         r = tl.program_id(0)
         b, t = r // tokens, r % tokens
         key_list = t * token_stride + b * slots_stride
@@ -114,8 +117,8 @@ def fused_sink_attention(q: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
     head_tiles = triton.cdiv(heads, BLOCK_H)
     _sink_scores[(rows, head_tiles, triton.cdiv(n_keys, BLOCK_S))](
         q, cache, slots, valid, scores, heads, n_keys, cache.shape[1], tokens, token_stride, stride, scale,
-        HD=head_dim, HD_PAD=hd_pad, BLOCK_H=BLOCK_H, BLOCK_S=BLOCK_S, num_warps=4)
+        HD=head_dim, HD_PAD=hd_pad, BLOCK_H=BLOCK_H, BLOCK_S=BLOCK_S, num_warps=4, **pdl_options())
     _sink_sums[(rows, head_tiles, triton.cdiv(head_dim, BLOCK_D))](
         scores, cache, slots, sink, out, heads, n_keys, cache.shape[1], tokens, token_stride, stride,
-        HD=head_dim, BLOCK_H=BLOCK_H, KEY_BLOCK=KEY_BLOCK, BLOCK_D=BLOCK_D, num_warps=4)
+        HD=head_dim, BLOCK_H=BLOCK_H, KEY_BLOCK=KEY_BLOCK, BLOCK_D=BLOCK_D, num_warps=4, **pdl_options())
     return out

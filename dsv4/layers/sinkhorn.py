@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton, tl, triton
+from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 if triton is not None:
 
@@ -39,7 +39,8 @@ if triton is not None:
         return m
 
     @triton.jit
-    def _sinkhorn(comb, out, iters, eps, HC: tl.constexpr):
+    def _sinkhorn(comb, out, iters, eps, HC: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         offsets = tl.program_id(0) * HC * HC + tl.arange(0, HC)[:, None] * HC + tl.arange(0, HC)[None, :]
         tl.store(out + offsets, sinkhorn_tile(tl.load(comb + offsets), iters, eps, HC))
 
@@ -60,5 +61,5 @@ def sinkhorn(comb: torch.Tensor, iters: int, eps: float) -> torch.Tensor:
             or hc != 4 or comb.numel() == 0):
         return sinkhorn_torch(comb, iters, eps)
     out = torch.empty_like(comb)  # graphready: ignore[GR301] inside a capture the graph pool serves it
-    _sinkhorn[(comb.numel() // (hc * hc),)](comb, out, iters, eps, HC=hc)
+    _sinkhorn[(comb.numel() // (hc * hc),)](comb, out, iters, eps, HC=hc, **pdl_options())
     return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import runs_triton, tl, triton
+from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 BLOCKS = 8  # quantisation blocks per program
 
@@ -22,7 +22,8 @@ if triton is not None:
 
     @triton.jit
     def _swiglu(gate, up, weight, out, n, limit, HAS_WEIGHT: tl.constexpr, QUANT: tl.constexpr,
-                BLOCK: tl.constexpr, BLOCKS_: tl.constexpr, QMAX: tl.constexpr, FLOOR: tl.constexpr):
+                BLOCK: tl.constexpr, BLOCKS_: tl.constexpr, QMAX: tl.constexpr, FLOOR: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
         row = tl.program_id(0)
         blocks = tl.program_id(1) * BLOCKS_ + tl.arange(0, BLOCKS_)
         cols = blocks[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
@@ -50,5 +51,5 @@ def fused_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: tor
     out = torch.empty(rows, n, dtype=torch.bfloat16, device=gate.device)  # graphready: ignore[GR301] graph pool
     grid = (rows, triton.cdiv(n // block, BLOCKS))
     _swiglu[grid](gate, up, weight if weight is not None else gate, out, n, limit, HAS_WEIGHT=weight is not None,
-                  QUANT=quantize, BLOCK=block, BLOCKS_=BLOCKS, QMAX=qmax, FLOOR=floor)
+                  QUANT=quantize, BLOCK=block, BLOCKS_=BLOCKS, QMAX=qmax, FLOOR=floor, **pdl_options())
     return out
