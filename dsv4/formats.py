@@ -105,7 +105,8 @@ def _expand_last(scale: Tensor, block: int) -> Tensor:
     return scale.unsqueeze(-1).expand(*scale.shape, block).flatten(-2)
 
 
-def _nbytes(*tensors: Tensor | None) -> int:
+def tensor_bytes(*tensors: Tensor | None) -> int:
+    """The bytes the tensors hold (None counts nothing)."""
     return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
 
@@ -134,7 +135,7 @@ class NVFP4Weight:
                f"nvfp4 input_scale must be float32 {list(lead)}")
         self.packed, self.scale, self.global_scale, self.input_scale = packed, scale, global_scale, input_scale
         self.shape = (*lead, out, 2 * half)
-        self.nbytes = _nbytes(packed, scale, global_scale, input_scale)
+        self.nbytes = tensor_bytes(packed, scale, global_scale, input_scale)
         self.lut = lut
         if lut is None:  # built once at load time; index_select/to pass it on, so no copy happens in a graph
             self.lut = e2m1_lut(packed.device)
@@ -177,7 +178,7 @@ class FP8BlockWeight:
                f"fp8 block scale must be E8M0 or float32 {want}, got {scale.dtype} {list(scale.shape)}")
         self.weight, self.scale = weight, scale
         self.shape = tuple(weight.shape)
-        self.nbytes = _nbytes(weight, scale)
+        self.nbytes = tensor_bytes(weight, scale)
 
     def parts(self) -> dict[str, Tensor]:
         return {"weight": self.weight, "scale": self.scale}
@@ -215,7 +216,7 @@ class MXFP4Weight:
                f"mxfp4 scale must be E8M0 {want}, got {scale.dtype} {list(scale.shape)}")
         self.packed, self.scale = packed, scale
         self.shape = (*packed.shape[:-1], inp)
-        self.nbytes = _nbytes(packed, scale)
+        self.nbytes = tensor_bytes(packed, scale)
         self.lut = lut
         if lut is None:  # built once at load time; index_select/to pass it on, so no copy happens in a graph
             self.lut = e2m1_lut(packed.device)
@@ -245,7 +246,7 @@ class BF16Weight:
                f"bf16 weight must be a floating tensor [..., out, in], got {weight.dtype} {list(weight.shape)}")
         self.weight = weight
         self.shape = tuple(weight.shape)
-        self.nbytes = _nbytes(weight)
+        self.nbytes = tensor_bytes(weight)
 
     def parts(self) -> dict[str, Tensor]:
         return {"weight": self.weight}

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from dsv4.formats import tensor_bytes
 from dsv4.layers.argmax import argmax_rows
 from dsv4.layers.block import Block, DeviceIO
 from dsv4.layers.mhc import HyperHead
@@ -142,7 +143,7 @@ class DSV4Model:
         for layer, device in zip(self.layers, self.layer_devices):
             by_device[device] += layer.bytes_read
         by_device[self.devices[0]] += self.embed.shape[1] * self.embed.element_size() * self.batch
-        by_device[self.devices[-1]] += sum(t.numel() * t.element_size() for t in tail)
+        by_device[self.devices[-1]] += tensor_bytes(*tail)
         return by_device
 
     # -- eager path ---------------------------------------------------------------------------------

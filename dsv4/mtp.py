@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.formats import tensor_bytes
 from dsv4.layers.argmax import argmax_rows
 from dsv4.layers.block import Block, DeviceIO
 from dsv4.layers.mhc import HyperHead
@@ -54,8 +55,7 @@ class MTPLayer:
     def bytes_read(self) -> int:
         """Weight bytes one draft reads: the block, the projections and norms, and the (shared) fp32 head."""
         small = [self.enorm, self.hnorm, self.norm, self.hc_head.fn, self.head]
-        return (self.block.bytes_read + self.e_proj.bytes_read + self.h_proj.bytes_read
-                + sum(t.numel() * t.element_size() for t in small))
+        return self.block.bytes_read + self.e_proj.bytes_read + self.h_proj.bytes_read + tensor_bytes(*small)
 
     def inputs(self, streams: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """The block's input streams [rows, hc, D] bf16 from the main streams and the next tokens."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.formats import tensor_bytes
 from dsv4.layers.attention import Attention
 from dsv4.layers.mhc import HyperConnection
 from dsv4.layers.moe import MoE
@@ -69,7 +70,7 @@ class Block:
         small = [self.attn_norm, self.ffn_norm, self.hc_attn.fn, self.hc_ffn.fn, self.attn.sink]
         comps = [c for c in (self.attn.compressor, self.attn.indexer and self.attn.indexer.compressor) if c]
         small += [c.projection for c in comps]
-        return self.attn.bytes_read + self.moe.bytes_read + sum(t.numel() * t.element_size() for t in small)
+        return self.attn.bytes_read + self.moe.bytes_read + tensor_bytes(*small)
 
     def _ffn(self, streams: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
         x, post, comb = self.hc_ffn.pre(streams)
