@@ -121,8 +121,9 @@ def _unfinished(unit, exc: BaseException):
     return result
 
 
-def gpu_check(steps: int, capture_alloc_limit: int, root: Path, cold: bool = False) -> Callable:
-    """The real check: `graphready.harness.session.check_unit` on the unit's GPU, memory released after.
+def gpu_check(steps: int, capture_alloc_limit: int, root: Path, cold: bool = False) -> tuple[Callable, Callable]:
+    """The real check, `graphready.harness.session.check_unit` on the unit's GPU with memory released after, and
+    the `poisoned(result)` test `serve` retires the worker by.
 
     `cold`: instead, capture the unit with no warm-up (`graphready.harness.checks.cold.lazy`, GD203)."""
     import torch
@@ -158,10 +159,10 @@ def gpu_check(steps: int, capture_alloc_limit: int, root: Path, cold: bool = Fal
         except Exception as exc:  # the unit left the CUDA context broken: the next unit needs a fresh worker
             if not result.poisons_worker():
                 result.error = f"the CUDA context no longer works after this unit's check ({type(exc).__name__}: {exc})"
-            healthy[result.name] = False
+            broken.add(result.name)
         return result
 
-    healthy: dict[str, bool] = {}
+    broken: set[str] = set()  # units after whose check the context failed to synchronize
 
     def poisoned(result) -> bool:
         """A failed capture always retires the worker; a unit that stopped with an error only when a probe
@@ -169,7 +170,7 @@ def gpu_check(steps: int, capture_alloc_limit: int, root: Path, cold: bool = Fal
         must not cost every later unit another load)."""
         if not result.poisons_worker():
             return False
-        if result.capture == "failed" or healthy.pop(result.name, True) is False:
+        if result.capture == "failed" or result.name in broken:
             return True
         return not capture_works(torch.device("cuda", torch.cuda.current_device()))
 
