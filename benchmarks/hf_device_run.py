@@ -134,6 +134,11 @@ def _record(out: Path, steps: list[Step]) -> None:
 STAGES = ("env", "check", "twins", "render")
 
 
+def render_reserve(args) -> float:
+    """The seconds kept back for the render at the end (none when it is not a chosen stage)."""
+    return args.render_seconds if "render" in args.stages else 0.0
+
+
 def plan(args) -> list[tuple[Step, float]]:
     """The chosen steps before the render, each with its time box, in order."""
     out = Path(args.out)
@@ -145,7 +150,7 @@ def plan(args) -> list[tuple[Step, float]]:
     if "check" in args.stages:
         chosen.append((check_step(out, args.jobs, args.unit_timeout, args.check_seconds), args.check_seconds))
     if "twins" in args.stages:
-        used = sum(seconds for _, seconds in chosen) + (args.render_seconds if "render" in args.stages else 0)
+        used = sum(seconds for _, seconds in chosen) + render_reserve(args)
         chosen.append((twins_step(out, args.twins_jobs), args.total - used))
     return chosen
 
@@ -184,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     done: list[Step] = []
     for step, seconds in steps:
         if step.name == "twins":  # whatever the earlier steps left
-            seconds = args.total - (time.monotonic() - started) - (args.render_seconds if "render" in args.stages else 0)
+            seconds = args.total - (time.monotonic() - started) - render_reserve(args)
             if seconds <= 1:
                 continue
         run_step(step, seconds)
