@@ -152,6 +152,7 @@ def gpu_check(steps: int, capture_alloc_limit: int, root: Path, cold: bool = Fal
             return unusable(unit, f"unit {unit.name!r} wants {device} but this machine has "
                                   f"{torch.cuda.device_count()} GPU(s)")
         result = (cold_check_unit if cold else check_unit)(unit, device, options, on_phase)
+        checked_on[result.name] = device
         gc.collect()  # the unit's graph and its private pool go before the next unit
         try:
             torch.cuda.synchronize(device)
@@ -163,6 +164,7 @@ def gpu_check(steps: int, capture_alloc_limit: int, root: Path, cold: bool = Fal
         return result
 
     broken: set[str] = set()  # units after whose check the context failed to synchronize
+    checked_on: dict[str, torch.device] = {}  # the GPU each unit ran on: the probe must test that context
 
     def poisoned(result) -> bool:
         """A failed capture always retires the worker; a unit that stopped with an error only when a probe
@@ -172,7 +174,7 @@ def gpu_check(steps: int, capture_alloc_limit: int, root: Path, cold: bool = Fal
             return False
         if result.capture == "failed" or result.name in broken:
             return True
-        return not capture_works(torch.device("cuda", torch.cuda.current_device()))
+        return not capture_works(checked_on.get(result.name, torch.device("cuda", torch.cuda.current_device())))
 
     return check, poisoned
 
