@@ -9,6 +9,11 @@ fp16's subnormal 2^-15), so a nibble costs ~3 integer instructions and one conve
 global scale. Products and sums are fp32, block scales apply per 16 weights, the result rounds to bf16: the
 fallback's math (`index_select(ids).dequantize()`, then a bf16 batched matmul) except that the weights are
 never rounded to bf16, so results agree to bf16 precision, not bit for bit; on a GPU every path uses the kernel.
+
+One launch serves gate and up (same input, same shape) and, where the shared expert is stored in NVFP4 too, its
+rows: at batch 1 the shared expert's two cuBLAS GEMVs over bf16 copies, its quantisation and its SwiGLU were five
+launches per layer reading 3.6x the bytes. The in-feature count is a compile-time constant (one per matrix shape),
+which also lets Triton's interpreter run the loop.
 """
 
 from __future__ import annotations
@@ -34,22 +39,33 @@ if triton is not None:
         return lo, hi
 
     @triton.jit
-    def _nvfp4_matvec(words, scale, global_scale, ids, x, out, n_out, n_words,
-                      sw_e, sw_o, ss_e, ss_o, sx_n, so_n,
+    def _nvfp4_matvec(words, scale, global_scale, words2, scale2, global_scale2,
+                      s_words, s_scale, s_global_scale, s_words2, s_scale2, s_global_scale2,
+                      ids, x, out, out2, n_out, n_routed, repeat, shared_x0,
+                      sw_e, sw_o, ss_e, ss_o, sx_n, so_n, N_WORDS: tl.constexpr,
                       BLOCK_O: tl.constexpr, BLOCK_W: tl.constexpr, OFFSET: tl.constexpr, PDL: tl.constexpr):
         wait_for_previous_kernel(PDL)
         slot = tl.program_id(1)
-        expert = tl.load(ids + slot)
+        second = tl.program_id(2) == 1  # the second matrix of the pair (up next to gate)
+        routed = slot < n_routed
+        expert = tl.load(ids + slot, mask=routed, other=0)
+        # a routed row reads its expert of the stack and x row slot // repeat; a shared row the shared matrix and
+        # x row shared_x0 + (slot - n_routed)
+        w_rows = tl.where(routed, tl.where(second, words2, words) + expert * sw_e, tl.where(second, s_words2, s_words))
+        s_rows = tl.where(routed, tl.where(second, scale2, scale) + expert * ss_e, tl.where(second, s_scale2, s_scale))
+        g = tl.where(routed, tl.where(second, global_scale2, global_scale) + expert,
+                     tl.where(second, s_global_scale2, s_global_scale))
+        x_row = tl.where(routed, slot // repeat, shared_x0 + slot - n_routed)
         rows = tl.program_id(0) * BLOCK_O + tl.arange(0, BLOCK_O)
         row_ok = rows < n_out
         acc = tl.zeros([BLOCK_O], dtype=tl.float32)
-        for start in range(0, n_words, BLOCK_W):
+        for start in range(0, N_WORDS, BLOCK_W):
             cols = start + tl.arange(0, BLOCK_W)
-            col_ok = cols < n_words
-            q = tl.load(words + expert * sw_e + rows[:, None] * sw_o + cols[None, :],
+            col_ok = cols < N_WORDS
+            q = tl.load(w_rows + rows[:, None] * sw_o + cols[None, :],
                         mask=row_ok[:, None] & col_ok[None, :], other=0).to(tl.uint32, bitcast=True)
             # word w holds weights 8w..8w+7 (low nibble first); a pair at shift 4j is weights 8w+j and 8w+4+j
-            xw = x + slot * sx_n + 8 * cols
+            xw = x + x_row * sx_n + 8 * cols
             part = tl.zeros([BLOCK_O, BLOCK_W], dtype=tl.float32)
             for j in tl.static_range(4):
                 lo, hi = _nibble_pairs(q, 4 * j)
@@ -59,29 +75,72 @@ if triton is not None:
             # two words = one 16-weight scale block: sum inside blocks, then apply the block scales
             partial = tl.sum(tl.reshape(part, (BLOCK_O, BLOCK_W // 2, 2)), axis=2)
             blocks = start // 2 + tl.arange(0, BLOCK_W // 2)
-            s = tl.load(scale + expert * ss_e + rows[:, None] * ss_o + blocks[None, :],
-                        mask=row_ok[:, None] & (blocks[None, :] < n_words // 2), other=0.0).to(tl.float32)
+            s = tl.load(s_rows + rows[:, None] * ss_o + blocks[None, :],
+                        mask=row_ok[:, None] & (blocks[None, :] < N_WORDS // 2), other=0.0).to(tl.float32)
             acc += tl.sum(partial * s, axis=1)
-        acc = acc * (tl.load(global_scale + expert) * OFFSET)
-        tl.store(out + slot * so_n + rows, acc.to(tl.bfloat16), mask=row_ok)
+        acc = acc * (tl.load(g) * OFFSET)
+        tl.store(tl.where(second, out2, out) + slot * so_n + rows, acc.to(tl.bfloat16), mask=row_ok)
 
 
-def fused_available(weight, x: torch.Tensor) -> bool:
-    return (runs_triton(x) and isinstance(weight, NVFP4Weight) and NVFP4_BLOCK == 16
-            and weight.packed.stride(-1) == 1)
+def _kernel_ready(weight) -> bool:
+    return isinstance(weight, NVFP4Weight) and NVFP4_BLOCK == 16 and weight.packed.stride(-1) == 1
+
+
+def fused_available(weight, x: torch.Tensor, shared=None) -> bool:
+    """Whether the kernel runs: NVFP4 weights on a Triton device; `shared` (2-D, the stack's matrix shape, the
+    same row strides) may join the launch."""
+    if not (runs_triton(x) and _kernel_ready(weight)):
+        return False
+    if shared is None:
+        return True
+    return (_kernel_ready(shared) and shared.packed.dim() == 2 and shared.shape == weight.shape[1:]
+            and shared.packed.stride(0) == weight.packed.stride(1) and shared.scale.stride(0) == weight.scale.stride(1))
 
 
 def expert_matvec(weight, ids: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """Write W[ids[n]] @ x[n] into `out` ([N, out] bf16) for `ids` [N] and `x` [N, in] bf16; returns `out`."""
-    if not fused_available(weight, x):
-        w = weight.index_select(ids).dequantize(dtype=torch.bfloat16)
-        return out.copy_(torch.bmm(w, x.unsqueeze(-1)).squeeze(-1))
-    words, scale = weight.packed.view(torch.int32), weight.scale  # in-features are a multiple of 16: 8 bytes
-    n_out, n_words = words.shape[-2], words.shape[-1]
-    grid = (triton.cdiv(n_out, BLOCK_OUT), ids.numel())
+    return expert_matvecs([weight], ids, x, [out])[0]
+
+
+def expert_matvecs(weights: list, ids: torch.Tensor, x: torch.Tensor, outs: list[torch.Tensor],
+                   shared: list | None = None) -> list[torch.Tensor]:
+    """One launch for one or two stacked expert matrices of one shape (gate and up read the same input), and
+    optionally the shared expert's matching matrices as extra rows.
+
+    `ids` [N] picks the routed rows' experts. `outs[i]` [N + S, out] bf16 gets the routed rows, then the S
+    shared rows (S = 0 without `shared`). `x` has either one row per output row, or one row per token: each
+    serves its N / tokens consecutive routed rows and its shared row (S = tokens). Returns `outs`.
+    """
+    n_routed = ids.numel()
+    n_shared = outs[0].shape[0] - n_routed if shared else 0
+    per_row = x.shape[0] == n_routed + n_shared
+    repeat, shared_x0 = (1, n_routed) if per_row else (n_routed // x.shape[0], 0)
+    if not all(fused_available(w, x, s) for w, s in zip(weights, shared or [None] * len(weights))):
+        for i, (weight, out) in enumerate(zip(weights, outs)):
+            xs = x[:n_routed] if per_row else x.repeat_interleave(repeat, dim=0)
+            w = weight.index_select(ids).dequantize(dtype=torch.bfloat16)
+            out[:n_routed].copy_(torch.bmm(w, xs.unsqueeze(-1)).squeeze(-1))
+            if n_shared:
+                out[n_routed:].copy_(x[shared_x0:] @ shared[i].dequantize(dtype=torch.bfloat16).T)
+        return outs
+    sh = shared or weights  # without shared rows the routed matrices stand in (no row reads them)
+    w1, w2 = _pair([w.packed.view(torch.int32) for w in weights])  # in-features are a multiple of 16: 8 bytes
+    s1, s2 = _pair([w.scale for w in weights])
+    g1, g2 = _pair([w.global_scale for w in weights])
+    sw1, sw2 = _pair([w.packed.view(torch.int32) for w in sh])
+    ss1, ss2 = _pair([w.scale for w in sh])
+    sg1, sg2 = _pair([w.global_scale for w in sh])
+    o1, o2 = _pair(list(outs))
+    n_out, n_words = w1.shape[-2], w1.shape[-1]
+    grid = (triton.cdiv(n_out, BLOCK_OUT), n_routed + n_shared, len(weights))
     # Triton launches on the current device's current stream: callers make x.device current
-    _nvfp4_matvec[grid](words, scale, weight.global_scale, ids, x, out, n_out, n_words,
-                        words.stride(0), words.stride(1), scale.stride(0), scale.stride(1),
-                        x.stride(0), out.stride(0), BLOCK_O=BLOCK_OUT, BLOCK_W=BLOCK_WORDS, OFFSET=FP16_OFFSET,
-                        **pdl_options())
-    return out
+    _nvfp4_matvec[grid](w1, s1, g1, w2, s2, g2, sw1, ss1, sg1, sw2, ss2, sg2, ids, x, o1, o2, n_out,
+                        n_routed, repeat, shared_x0, w1.stride(0), w1.stride(1), s1.stride(0),
+                        s1.stride(1), x.stride(0), o1.stride(0), N_WORDS=n_words, BLOCK_O=BLOCK_OUT,
+                        BLOCK_W=BLOCK_WORDS, OFFSET=FP16_OFFSET, **pdl_options())
+    return outs
+
+
+def _pair(parts: list) -> list:
+    """The kernel's two matrix slots: a single matrix fills both (the grid runs only the first)."""
+    return parts * 2 if len(parts) == 1 else parts

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.expert_matvec import expert_matvec
+from dsv4.layers.expert_matvec import expert_matvecs, fused_available
 from dsv4.layers.primitives import ACT_BLOCK, AMAX_FLOOR, FP8_MAX, act_quant
 from dsv4.layers.routing import fused_combine, fused_route
 from dsv4.layers.swiglu import fused_swiglu
@@ -23,12 +23,14 @@ def clamped_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float) -> torch.
 
 def swiglu_bf16(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: torch.Tensor | None = None,
                 quantize: bool = False) -> torch.Tensor:
-    """`clamped_swiglu` times the per-row `weight`, in bf16, FP8-quantised (`act_quant`) when `quantize`:
-    one kernel on CUDA."""
+    """`clamped_swiglu` times the per-row `weight` (rows past its end: 1), in bf16, FP8-quantised (`act_quant`)
+    when `quantize`: one kernel on CUDA."""
     fused = fused_swiglu(gate, up, limit, weight, quantize, ACT_BLOCK, FP8_MAX, AMAX_FLOOR)
     if fused is not None:
         return fused
     h = clamped_swiglu(gate, up, limit)
+    if weight is not None and weight.numel() < h.shape[0]:
+        weight = torch.cat([weight, weight.new_ones(h.shape[0] - weight.numel())])
     h = (h if weight is None else h * weight.unsqueeze(-1)).to(torch.bfloat16)
     return act_quant(h) if quantize else h
 
@@ -70,13 +72,22 @@ class MoE:
         # FP8/FP4 experts take FP8 activations, as in the official model (NVFP4 ones too: see docs/dsv4-numerics.md)
         self.quantize_up_input = stores_quantized(self.w1)
         self.quantize_down_input = stores_quantized(self.w2)
-        rows = ctx.rows * self.top_k
+        # the shared expert: where it is stored like the routed ones its matrices join their launches as extra
+        # rows (`shared_rows`), read in NVFP4; otherwise its own GEMVs (`shared`)
+        self.shared, self.shared_rows = [], None
+        if cfg.n_shared_experts:
+            stored = [weights[f"{prefix}.shared_experts.{w}"] for w in ("w1", "w3", "w2")]
+            probe = torch.empty(0, device=dev)
+            if cfg.n_shared_experts == 1 and all(fused_available(w, probe, s)
+                                                 for w, s in zip((self.w1, self.w3, self.w2), stored)):
+                self.shared_rows = [w.to(dev) for w in stored]
+            else:
+                self.shared = [SharedExpert(weights, f"{prefix}.shared_experts", dev, ctx.resident)]
+        rows = ctx.rows * (self.top_k + (self.shared_rows is not None))
         inter, hidden = self.w1.shape[-2], self.w2.shape[-2]
         self.gate_out = torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev)
         self.up_out = torch.zeros(rows, inter, dtype=torch.bfloat16, device=dev)
         self.down_out = torch.zeros(rows, hidden, dtype=torch.bfloat16, device=dev)
-        shared = cfg.n_shared_experts
-        self.shared = [SharedExpert(weights, f"{prefix}.shared_experts", dev, ctx.resident)] if shared else []
 
     @property
     def routed_bytes(self) -> int:
@@ -86,7 +97,7 @@ class MoE:
     @property
     def bytes_read(self) -> int:
         """Bytes per token: the top-k experts' stored bytes, the gate, and the shared expert."""
-        shared = sum(expert.bytes_read for expert in self.shared)
+        shared = sum(expert.bytes_read for expert in self.shared) + sum(int(w.nbytes) for w in self.shared_rows or [])
         return self.routed_bytes + shared + self.gate.numel() * 4
 
     def route(self, x: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,17 +119,18 @@ class MoE:
         idx, w = self.route(x, token_ids)
         flat = idx.flatten()
         xq = act_quant(x) if self.quantize_up_input else x
-        xs = xq.unsqueeze(1).expand(-1, self.top_k, -1).reshape(-1, x.shape[-1])  # [B*k, D]
-        gate = expert_matvec(self.w1, flat, xs, self.gate_out)
-        up = expert_matvec(self.w3, flat, xs, self.up_out)
+        joined = self.shared_rows is not None
+        gate, up = expert_matvecs([self.w1, self.w3], flat, xq, [self.gate_out, self.up_out],
+                                  self.shared_rows[:2] if joined else None)
         h = swiglu_bf16(gate, up, self.limit, w.flatten(), self.quantize_down_input)
-        down = expert_matvec(self.w2, flat, h, self.down_out)
-        shared = [expert(x, self.limit) for expert in self.shared]
+        down = expert_matvecs([self.w2], flat, h, [self.down_out], self.shared_rows[2:] if joined else None)[0]
+        routed = down[: flat.numel()]
+        shared = [down[flat.numel():]] if joined else [expert(x, self.limit) for expert in self.shared]
         if len(shared) <= 1:
-            fused = fused_combine(down, shared[0] if shared else None, self.top_k)  # one kernel on CUDA
+            fused = fused_combine(routed, shared[0] if shared else None, self.top_k)  # one kernel on CUDA
             if fused is not None:
                 return fused
-        y = down.float().unflatten(0, (x.shape[0], self.top_k)).sum(1)
+        y = routed.float().unflatten(0, (x.shape[0], self.top_k)).sum(1)
         for out in shared:
             y = y + out.float()
         return y.to(torch.bfloat16)

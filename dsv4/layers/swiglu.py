@@ -21,7 +21,7 @@ if triton is not None:
     from dsv4.layers.fp8_quant import fp8_round_trip
 
     @triton.jit
-    def _swiglu(gate, up, weight, out, n, limit, HAS_WEIGHT: tl.constexpr, QUANT: tl.constexpr,
+    def _swiglu(gate, up, weight, out, n, n_weighted, limit, HAS_WEIGHT: tl.constexpr, QUANT: tl.constexpr,
                 BLOCK: tl.constexpr, BLOCKS_: tl.constexpr, QMAX: tl.constexpr, FLOOR: tl.constexpr, PDL: tl.constexpr):
         wait_for_previous_kernel(PDL)
         row = tl.program_id(0)
@@ -32,7 +32,7 @@ if triton is not None:
         u = tl.load(up + row * n + cols, mask=ok, other=0.0).to(tl.float32)
         h = g * tl.sigmoid(g) * tl.minimum(tl.maximum(u, -limit), limit)
         if HAS_WEIGHT:
-            h = h * tl.load(weight + row)
+            h = h * tl.load(weight + row, mask=row < n_weighted, other=1.0)
         h = h.to(tl.bfloat16).to(tl.float32)
         if QUANT:
             h = fp8_round_trip(h, QMAX, FLOOR)
@@ -42,7 +42,8 @@ if triton is not None:
 def fused_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: torch.Tensor | None, quantize: bool,
                  block: int, qmax: float, floor: float) -> torch.Tensor | None:
     """bf16 [rows, n] (FP8-quantised per `block` channels when `quantize`), or None where the torch form must run.
-    `weight`: fp32 [rows], one routing weight per row, or None. Programs cover whole blocks either way."""
+    `weight`: fp32, one routing weight per row (rows past its end: 1, the shared expert's), or None. Programs
+    cover whole blocks either way."""
     if (not runs_triton(gate) or gate.dim() != 2 or gate.shape != up.shape or gate.numel() == 0
             or not (gate.is_contiguous() and up.is_contiguous()) or gate.shape[-1] % block
             or (weight is not None and (weight.dtype != torch.float32 or not weight.is_contiguous()))):
@@ -50,6 +51,7 @@ def fused_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float, weight: tor
     rows, n = gate.shape
     out = torch.empty(rows, n, dtype=torch.bfloat16, device=gate.device)  # graphready: ignore[GR301] graph pool
     grid = (rows, triton.cdiv(n // block, BLOCKS))
-    _swiglu[grid](gate, up, weight if weight is not None else gate, out, n, limit, HAS_WEIGHT=weight is not None,
+    n_weighted = weight.numel() if weight is not None else 0
+    _swiglu[grid](gate, up, weight if weight is not None else gate, out, n, n_weighted, limit, HAS_WEIGHT=weight is not None,
                   QUANT=quantize, BLOCK=block, BLOCKS_=BLOCKS, QMAX=qmax, FLOOR=floor, **pdl_options())
     return out

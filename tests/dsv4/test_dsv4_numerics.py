@@ -93,15 +93,15 @@ def test_routed_experts_see_fp8_activations(fmt, monkeypatch):
     config = preset("tiny")
     model = DSV4Model(config, synthetic_weights(config, fmt, seed=3), max_len=128)
     seen = []
-    real = moe_module.expert_matvec
-    monkeypatch.setattr(moe_module, "expert_matvec", lambda w, ids, x, out: seen.append(x.clone()) or real(w, ids, x, out))
+    real = moe_module.expert_matvecs
+    monkeypatch.setattr(moe_module, "expert_matvecs", lambda ws, ids, x, *rest: seen.append(x.clone()) or real(ws, ids, x, *rest))
     moe = model.layers[3].moe
     x = (torch.randn(1, config.hidden_size) * 2).to(torch.bfloat16)
     moe(x, torch.tensor([5]))
-    gate_in, up_in, down_in = seen
-    assert torch.equal(gate_in, act_quant(x).expand(config.num_experts_per_tok, -1)) and torch.equal(up_in, gate_in)
+    gate_up_in, down_in = seen  # gate and up: one call over one input
+    assert torch.equal(gate_up_in[:1], act_quant(x))  # the token's row (then the shared expert's, if it joined)
     assert torch.equal(down_in, act_quant(down_in))  # already on the e4m3 grid: it was quantized
-    assert not torch.equal(gate_in, x.expand_as(gate_in))
+    assert not torch.equal(gate_up_in[:1], x)
 
 
 def test_nvfp4_activations_follow_the_official_fp8_scheme_not_input_scale():

@@ -68,3 +68,53 @@ def test_fused_combine_is_the_torch_sum_over_experts(device, k, with_shared):
         assert torch.equal(out, ref), f"{(out != ref).float().mean():.2%} of outputs differ"
     else:
         torch.testing.assert_close(out.float(), ref.float(), rtol=2**-7, atol=0)
+
+
+def _expert_stacks(device, experts=5, out=48, inp=256, seed=0):
+    """Two NVFP4 expert stacks (gate, up) and the shared expert's two matching matrices, on `device`."""
+    from dsv4.formats import quantize_nvfp4
+
+    g = torch.Generator().manual_seed(seed)
+    stacks = [quantize_nvfp4(torch.randn(experts, out, inp, generator=g) * 0.02).to(device) for _ in range(2)]
+    shared = [quantize_nvfp4(torch.randn(out, inp, generator=g) * 0.02).to(device) for _ in range(2)]
+    return stacks, shared, g
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gate_up_and_the_shared_expert_in_one_launch_equal_one_launch_each(device):
+    """The shared expert's rows computed with the routed ones equal the shared matrix run alone as a one-expert
+    stack, and gate and up in one launch equal one launch each: the same arithmetic, bit for bit (also in the
+    interpreter, which runs one kernel both ways)."""
+    from dsv4.formats import NVFP4Weight
+    from dsv4.layers.expert_matvec import expert_matvec, expert_matvecs
+
+    (gate, up), shared, g = _expert_stacks(device)
+    batch, k = 2, 3
+    ids = torch.tensor([4, 0, 4, 1, 1, 2], device=device)
+    x = torch.randn(batch, 256, generator=g).to(torch.bfloat16).to(device)
+    outs = [torch.full((batch * k + batch, 48), float("nan"), dtype=torch.bfloat16, device=device) for _ in range(2)]
+    expert_matvecs([gate, up], ids, x, outs, shared)
+    for stack, matrix, out in zip((gate, up), shared, outs):
+        alone = expert_matvec(stack, ids, x.repeat_interleave(k, dim=0), torch.empty(batch * k, 48, dtype=torch.bfloat16,
+                                                                                   device=device))
+        assert torch.equal(out[: batch * k], alone)
+        one = NVFP4Weight(matrix.packed[None], matrix.scale[None], matrix.global_scale[None])
+        by_itself = expert_matvec(one, torch.zeros(batch, dtype=torch.long, device=device), x,
+                                  torch.empty(batch, 48, dtype=torch.bfloat16, device=device))
+        assert torch.equal(out[batch * k :], by_itself)
+        dense = x.float() @ matrix.dequantize(dtype=torch.float32).T  # the weights' exact values
+        assert (out[batch * k :].float() - dense).abs().max() <= 0.01 * dense.abs().max()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_down_projection_reads_one_input_row_per_row_then_the_shared_rows(device):
+    from dsv4.layers.expert_matvec import expert_matvecs
+
+    (down, _), (shared, _), g = _expert_stacks(device, seed=1)
+    ids = torch.tensor([3, 1], device=device)
+    h = torch.randn(3, 256, generator=g).to(torch.bfloat16).to(device)  # two routed rows, then the shared row
+    out = expert_matvecs([down], ids, h, [torch.empty(3, 48, dtype=torch.bfloat16, device=device)], [shared])[0]
+    want = torch.stack([h[0].float() @ down.dequantize(dtype=torch.float32)[3].T,
+                        h[1].float() @ down.dequantize(dtype=torch.float32)[1].T,
+                        h[2].float() @ shared.dequantize(dtype=torch.float32).T])
+    assert (out.float() - want).abs().max() <= 0.01 * want.abs().max()
