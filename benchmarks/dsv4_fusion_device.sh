@@ -9,7 +9,7 @@
 #
 # Run from the repository root with the device preamble (wheels on PYTHONPATH) already done.
 set -uo pipefail
-FUSIONS=(route combine index_scores)
+FUSIONS=(route combine index_scores fp8_matvec shared_rows)
 OUT=${OUT:-/tmp/dsv4_fusion}
 mkdir -p "$OUT"
 ALL=$(IFS=,; echo "${FUSIONS[*]}")

@@ -194,10 +194,8 @@ class Attention:
 
     def output(self, o: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
         """Inverse RoPE, grouped low-rank wo_a, then wo_b -> [B,D] bf16."""
-        o = rope_tail(o, self.rope_dim, cos_sin, inverse=True).flatten(1).unflatten(-1, (self.groups, -1))
-        wo_a = self.wo_a.matrix().unflatten(0, (self.groups, -1))  # [G, o_lora, (H/G)*hd]
-        z = torch.bmm(o.transpose(0, 1), wo_a.transpose(1, 2)).transpose(0, 1)  # views: no weight copy
-        return self.wo_b(z.flatten(1))
+        o = rope_tail(o, self.rope_dim, cos_sin, inverse=True).flatten(1)
+        return self.wo_b(self.wo_a(o, groups=self.groups))  # wo_a: [G * o_lora, (H/G) * hd], group g reads o's g
 
     # -- eager path (host position) -----------------------------------------------------------------
     def forward_eager(self, x: torch.Tensor, position: int) -> torch.Tensor:

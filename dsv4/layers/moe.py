@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.expert_matvec import expert_matvecs, fused_available
+from dsv4.layers.kernels import runs_triton
 from dsv4.layers.primitives import ACT_BLOCK, AMAX_FLOOR, FP8_MAX, act_quant
 from dsv4.layers.routing import fused_combine, fused_route
 from dsv4.layers.swiglu import fused_swiglu
@@ -78,8 +79,8 @@ class MoE:
         if cfg.n_shared_experts:
             stored = [weights[f"{prefix}.shared_experts.{w}"] for w in ("w1", "w3", "w2")]
             probe = torch.empty(0, device=dev)
-            if cfg.n_shared_experts == 1 and all(fused_available(w, probe, s)
-                                                 for w, s in zip((self.w1, self.w3, self.w2), stored)):
+            joins = all(fused_available(w, probe, s) for w, s in zip((self.w1, self.w3, self.w2), stored))
+            if cfg.n_shared_experts == 1 and runs_triton(probe, "shared_rows") and joins:
                 self.shared_rows = [w.to(dev) for w in stored]
             else:
                 self.shared = [SharedExpert(weights, f"{prefix}.shared_experts", dev, ctx.resident)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.layers.fp8_matvec import fp8_matvec, kernel_weight, stack
 from dsv4.layers.primitives import act_quant, linear
 
 
@@ -24,18 +25,24 @@ def dense_tensor(w, device, dtype=torch.bfloat16) -> torch.Tensor:
 
 
 class Dense:
-    """A linear layer's weight, either kept resident in bf16 or stored quantized and dequantized per call.
+    """A linear layer's weight: an FP8 one read as stored by `fp8_matvec` where its kernel runs, else kept
+    resident in bf16 or stored quantized and dequantized per call.
 
     Resident bf16 reads 2 bytes/parameter per call; per-call dequantization reads the stored bytes but also
-    writes and re-reads a bf16 temporary, so which is faster is a measurement (see benchmarks/dsv4_decode.py).
+    writes and re-reads a bf16 temporary, so which is faster is a measurement (see benchmarks/dsv4_decode.py);
+    the FP8 kernel reads 1 byte/parameter. Batches it does not serve (more rows
+    than `fp8_matvec.MAX_ROWS`) dequantize per call.
     `quantize_input`: this GEMM is one the official model feeds FP8 activations (`act_quant`) when its weight
     is stored FP8/FP4; the stored format decides, so a BF16 checkpoint keeps bf16 activations as it would there.
     """
 
     def __init__(self, w, device, resident: bool = True, quantize_input: bool = False):
         self.quantize_input = quantize_input and stores_quantized(w)
-        self.resident = resident or not is_quantized(w)
-        if self.resident:
+        self.fp8 = kernel_weight(w, device)
+        self.resident = self.fp8 is None and (resident or not is_quantized(w))
+        if self.fp8 is not None:
+            self.weight, self.stored = None, self.fp8
+        elif self.resident:
             self.weight = dense_tensor(w, device)
             self.stored = None
         else:
@@ -53,10 +60,20 @@ class Dense:
         """The [out, in] bf16 weight (a fresh dequantization when not resident)."""
         return self.weight if self.resident else self.stored.dequantize(dtype=torch.bfloat16)
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, groups: int = 1) -> torch.Tensor:
+        """x [rows, in] @ W^T; with `groups`, W's rows form that many groups, group g reading slice g of x's
+        columns (x [rows, groups * in])."""
         if self.quantize_input:
             x = act_quant(x)
-        return linear(x, self.matrix())
+        if self.fp8 is not None:
+            y = fp8_matvec(x, self.fp8, groups)
+            if y is not None:
+                return y
+        if groups == 1:
+            return linear(x, self.matrix())
+        w = self.matrix().unflatten(0, (groups, -1))  # [G, out/G, in]
+        z = torch.bmm(x.unflatten(-1, (groups, -1)).transpose(0, 1), w.transpose(1, 2)).transpose(0, 1)  # views
+        return z.flatten(1)
 
 
 class StackedDense:
@@ -67,7 +84,14 @@ class StackedDense:
     def __init__(self, entries: list, device, resident: bool = True, quantize_input: bool = False):
         parts = [Dense(w, device, resident, quantize_input) for w in entries]
         self.joint = None
-        if all(p.resident for p in parts) and len({p.quantize_input for p in parts}) == 1:
+        same_input = len({p.quantize_input for p in parts}) == 1
+        fp8 = stack([p.fp8 for p in parts]) if same_input and all(p.fp8 is not None for p in parts) else None
+        if fp8 is not None:
+            self.widths = [p.fp8.shape[0] for p in parts]
+            self.joint = parts[0]
+            self.joint.fp8 = self.joint.stored = fp8
+            parts = []
+        elif all(p.resident for p in parts) and same_input:
             self.widths = [p.weight.shape[0] for p in parts]
             self.joint = parts[0]
             self.joint.weight = torch.cat([p.weight for p in parts])
