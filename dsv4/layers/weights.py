@@ -30,8 +30,8 @@ class Dense:
 
     Resident bf16 reads 2 bytes/parameter per call; per-call dequantization reads the stored bytes but also
     writes and re-reads a bf16 temporary, so which is faster is a measurement (see benchmarks/dsv4_decode.py);
-    the FP8 kernel reads 1 byte/parameter. Batches it does not serve (more rows
-    than `fp8_matvec.MAX_ROWS`) dequantize per call.
+    the FP8 kernel reads 1 byte/parameter. Batches it does not serve (more rows than `fp8_matvec.MAX_ROWS`)
+    dequantize per call.
     `quantize_input`: this GEMM is one the official model feeds FP8 activations (`act_quant`) when its weight
     is stored FP8/FP4; the stored format decides, so a BF16 checkpoint keeps bf16 activations as it would there.
     """
