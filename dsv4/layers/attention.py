@@ -15,7 +15,7 @@ import torch
 
 from dsv4.layers.compressor import Compressor
 from dsv4.layers.indexer_scores import fused_index_scores
-from dsv4.layers.primitives import fp8_fake_quant, hadamard_fp4, norm_rope_tail, rms_norm, rope_tail
+from dsv4.layers.primitives import FP8_BLOCK, hadamard_fp4, norm_rope_tail, rms_norm_for_gemm, rope_tail
 from dsv4.layers.sink_attention import KEY_BLOCK, fused_sink_attention
 from dsv4.layers.weights import Dense, StackedDense, dense_tensor
 
@@ -68,10 +68,10 @@ class Indexer:
         self.compressor.reset()
 
     def query(self, qr: torch.Tensor, x: torch.Tensor, cos_sin: torch.Tensor, q_out: torch.Tensor | None = None,
-              w_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+              w_out: torch.Tensor | None = None, qr_quantized: torch.Tensor | None = None):
         """Indexer queries [B, heads, dim] (RoPE, Hadamard, FP4) and head weights [B, heads], both bf16 (written
-        to `q_out`, `w_out` when given)."""
-        q = self.wq_b(qr).unflatten(-1, (self.heads, self.dim))
+        to `q_out`, `w_out` when given). `qr_quantized`: `act_quant(qr)`, when the caller has it."""
+        q = self.wq_b(qr, xq=qr_quantized).unflatten(-1, (self.heads, self.dim))
         q = rope_tail(q, self.ctx.config.qk_rope_head_dim, cos_sin)
         q = hadamard_fp4(q, self.ctx.fp4_tables, out=q_out)
         w = self.weights_proj(x)
@@ -148,18 +148,17 @@ class Attention:
         return sum(d.bytes_read for d in dense)
 
     # -- shared math ---------------------------------------------------------------------------------
-    def project(self, x: torch.Tensor, cos_sin: torch.Tensor, q_out: torch.Tensor | None = None):
-        """x (normed, bf16 [rows,D]) -> q [rows,H,hd] (into `q_out` when given), the tokens' cache entries kv
-        [rows,hd], qr [rows,q_lora]."""
+    def project(self, x: torch.Tensor, cos_sin: torch.Tensor, q_out: torch.Tensor | None = None,
+                xq: torch.Tensor | None = None):
+        """x (normed, bf16 [rows,D]; `xq` its `act_quant` when the caller has it) -> q [rows,H,hd] (into `q_out`
+        when given), the tokens' cache entries kv [rows,hd], qr [rows,q_lora] and its `act_quant`."""
         eps = self.ctx.config.rms_norm_eps
-        q_low, kv = self.wq_a_wkv(x)
-        qr = rms_norm(q_low, self.q_norm, eps)
-        q = self.wq_b(qr).unflatten(-1, (self.heads, self.head_dim))
+        q_low, kv = self.wq_a_wkv(x, xq=xq)
+        qr, qr_quantized, _ = rms_norm_for_gemm(q_low, self.q_norm, eps)
+        q = self.wq_b(qr, xq=qr_quantized).unflatten(-1, (self.heads, self.head_dim))
         q = norm_rope_tail(q, None, eps, self.rope_dim, cos_sin, out=q_out)
-        kv = norm_rope_tail(kv, self.kv_norm, eps, self.rope_dim, cos_sin)
-        nope = self.head_dim - self.rope_dim
-        fp8_fake_quant(kv[:, :nope], out=kv[:, :nope])  # in place: the RoPE channels stay bf16
-        return q, kv, qr
+        kv = norm_rope_tail(kv, self.kv_norm, eps, self.rope_dim, cos_sin, quant_block=FP8_BLOCK)  # RoPE stays bf16
+        return q, kv, qr, qr_quantized
 
     def attend(self, q: torch.Tensor, keys: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """Softmax with sink over `keys` [B,S,hd] where `valid` [B or 1,S] (None: all); V = K. o [B,H,hd] bf16.
@@ -202,29 +201,29 @@ class Attention:
         """Cache writes and compressor boundaries branch on the host position; attention is the same
         fixed-size masked computation as the graph-ready path, so both give bit-identical results."""
         cos_sin = self.rope.index_select(0, position + self.ctx.row_offsets)
-        q, kv, qr = self.project(x, cos_sin)
+        q, kv, qr, qr_quantized = self.project(x, cos_sin)
         qi = wi = None
         for t in range(self.steps):
             self.kv_cache[:, (position + t) % self.ring] = kv[t :: self.steps]
         for compressor in self._compressors():
             compressor.update_eager(x, position, self.rope)
         if self.indexer is not None:
-            qi, wi = self.indexer.query(qr, x, cos_sin)
+            qi, wi = self.indexer.query(qr, x, cos_sin, qr_quantized=qr_quantized)
         return self.output(self._attend_rows(q, qi, wi, lambda t, qi, wi: self.key_slots(qi, wi, position + t)),
                            cos_sin)
 
     # -- graph-ready path (device position, fixed shapes) ---------------------------------------------
     def prepare_graph(self, x: torch.Tensor, q_out: torch.Tensor, qi_out: torch.Tensor | None,
-                      wi_out: torch.Tensor | None) -> None:
+                      wi_out: torch.Tensor | None, xq: torch.Tensor | None = None) -> None:
         """Projections and all cache/state writes for this step's tokens (slots from `positions`); what attention
-        needs goes to the buffers `q_out` and (CSA) `qi_out`, `wi_out`."""
+        needs goes to the buffers `q_out` and (CSA) `qi_out`, `wi_out`. `xq`: `act_quant(x)`, when the caller has it."""
         cos_sin = self.positions.rope_rows[bool(self.ratio)]
-        _, kv, qr = self.project(x, cos_sin, q_out)
+        _, kv, qr, qr_quantized = self.project(x, cos_sin, q_out, xq)
         self.kv_cache.index_copy_(1, self.positions.kv_slot, kv.unflatten(0, (-1, self.steps)))
         for compressor in self._compressors():
             compressor.update_graph(x)
         if self.indexer is not None:
-            self.indexer.query(qr, x, cos_sin, qi_out, wi_out)
+            self.indexer.query(qr, x, cos_sin, qi_out, wi_out, qr_quantized)
 
     def attend_graph(self, q, qi, wi, out: torch.Tensor) -> None:
         """The step's attention output into `out`. Each token's key list is a row of the step's [T, B or 1, S]

@@ -16,7 +16,7 @@ from dsv4.layers.attention import Attention
 from dsv4.layers.mhc import HyperConnection
 from dsv4.layers.moe import MoE
 from dsv4.layers.positions import StepPositions
-from dsv4.layers.primitives import rms_norm
+from dsv4.layers.primitives import rms_norm, rms_norm_for_gemm
 from dsv4.layers.weights import dense_tensor
 
 
@@ -72,11 +72,13 @@ class Block:
         small += [c.projection for c in comps]
         return self.attn.bytes_read + self.moe.bytes_read + tensor_bytes(*small)
 
-    def _ffn(self, streams: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+    def _ffn(self, streams: torch.Tensor, token_ids: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The FFN half on `streams`; the new streams are written to `out` when given."""
         x, post, comb = self.hc_ffn.pre(streams)
-        y = self.moe(rms_norm(x, self.ffn_norm, self.eps), token_ids)
+        x, xq, x32 = rms_norm_for_gemm(x, self.ffn_norm, self.eps, fp32=True)  # the experts' and router's inputs
+        y = self.moe(x, token_ids, xq, x32)
         self.hc_ffn.join()
-        return HyperConnection.post(y, streams, post, comb)
+        return HyperConnection.post(y, streams, post, comb, out)
 
     def forward_eager(self, streams: torch.Tensor, token_ids: torch.Tensor, position: int) -> torch.Tensor:
         x, post, comb = self.hc_attn.pre(streams)
@@ -89,7 +91,8 @@ class Block:
         # the kernels write post, comb, q (and the indexer's qi, wi) straight into the buffers attention and
         # post_attention read; comb is written on the mHC side stream, which `join` waits for
         x, _, _ = self.hc_attn.pre(io.streams, self.post_buf, self.comb_buf)
-        self.attn.prepare_graph(rms_norm(x, self.attn_norm, self.eps), self.q_buf, self.qi_buf, self.wi_buf)
+        x, xq, _ = rms_norm_for_gemm(x, self.attn_norm, self.eps)
+        self.attn.prepare_graph(x, self.q_buf, self.qi_buf, self.wi_buf, xq)
         self.hc_attn.join()
 
     def attention(self) -> None:  # graphready: hot
@@ -99,4 +102,4 @@ class Block:
         io = self.io
         y = self.attn.output(self.o_buf, io.positions.rope_rows[bool(self.attn.ratio)])
         streams = HyperConnection.post(y, io.streams, self.post_buf, self.comb_buf)
-        io.streams.copy_(self._ffn(streams, io.tokens))
+        self._ffn(streams, io.tokens, out=io.streams)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.compressor_pool import fused_state_pool
-from dsv4.layers.primitives import fp8_fake_quant, hadamard_fp4, linear, norm_rope_tail
+from dsv4.layers.primitives import FP8_BLOCK, hadamard_fp4, linear, norm_rope_tail
 from dsv4.layers.weights import dense_tensor
 
 
@@ -79,12 +79,9 @@ class Compressor:
     def _finish(self, pooled: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
         """norm -> RoPE at the window start -> fake-quant, as the cache stores it (bf16 [B, width])."""
         cfg = self.ctx.config
-        entry = norm_rope_tail(pooled.to(torch.bfloat16), self.norm, cfg.rms_norm_eps, cfg.qk_rope_head_dim, cos_sin)
-        if self.indexer:
-            return hadamard_fp4(entry, self.ctx.fp4_tables)
-        nope = self.width - cfg.qk_rope_head_dim
-        fp8_fake_quant(entry[:, :nope], out=entry[:, :nope])  # in place: the RoPE channels stay bf16
-        return entry
+        entry = norm_rope_tail(pooled, self.norm, cfg.rms_norm_eps, cfg.qk_rope_head_dim, cos_sin,
+                               dtype=torch.bfloat16, quant_block=0 if self.indexer else FP8_BLOCK)
+        return hadamard_fp4(entry, self.ctx.fp4_tables) if self.indexer else entry
 
     def update_eager(self, x: torch.Tensor, position: int, rope: torch.Tensor) -> None:
         """The step's tokens in order (x [B*T] rows in (sequence, token) order, token t at `position + t`),

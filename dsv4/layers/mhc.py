@@ -55,16 +55,18 @@ class HyperConnection:
         self.in_flight = None
 
     @staticmethod
-    def post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor) -> torch.Tensor:
-        """X'_k = post_k * y + sum_j comb[j,k] X_j, in fp32, returned as bf16 [B,hc,D].
+    def post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor,
+             out: torch.Tensor | None = None) -> torch.Tensor:
+        """X'_k = post_k * y + sum_j comb[j,k] X_j, in fp32, returned as bf16 [B,hc,D] (written to `out` when given).
 
         The official order: the streams are mixed first (summed over j), then the block output is added.
         """
-        fused = fused_post(y, streams, post, comb)  # one kernel on CUDA
+        fused = fused_post(y, streams, post, comb, out)  # one kernel on CUDA
         if fused is not None:
             return fused
         mixed = (comb.unsqueeze(-1) * streams.float().unsqueeze(2)).sum(1)
-        return (post.unsqueeze(-1) * y.float().unsqueeze(1) + mixed).to(streams.dtype)
+        result = (post.unsqueeze(-1) * y.float().unsqueeze(1) + mixed).to(streams.dtype)
+        return result if out is None else out.copy_(result)
 
 
 class HyperHead:

@@ -165,11 +165,17 @@ def fused_pre(streams: torch.Tensor, fn: torch.Tensor, scale: torch.Tensor, base
     return x if head else (x, post, comb, (dots, squares))
 
 
-def fused_post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor):
-    """mHC post ([B,hc,D] in the streams' dtype), or None where the torch form must run."""
+def fused_post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor,
+               out: torch.Tensor | None = None):
+    """mHC post ([B,hc,D] in the streams' dtype, into `out` when given: a contiguous tensor like `streams`, which
+    may be `streams` itself, since a program reads its columns before it writes them), or None where the torch
+    form must run."""
     if not _usable(streams, y, post, comb) or post.dtype != torch.float32 or comb.dtype != torch.float32:
         return None
+    if out is not None and (out.shape != streams.shape or out.dtype != streams.dtype or not out.is_contiguous()):
+        return None
     batch, hc, d = streams.shape
-    out = torch.empty_like(streams)  # graphready: ignore[GR301] inside a capture the graph pool serves it
+    if out is None:
+        out = torch.empty_like(streams)  # graphready: ignore[GR301] inside a capture the graph pool serves it
     _post[(batch, triton.cdiv(d, BLOCK_D))](y, streams, post, comb, out, d, HC=hc, BLOCK_D=BLOCK_D, **pdl_options())
     return out

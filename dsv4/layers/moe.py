@@ -49,8 +49,8 @@ class SharedExpert:
     def bytes_read(self) -> int:
         return self.gate_up.bytes_read + self.down.bytes_read
 
-    def __call__(self, x: torch.Tensor, limit: float) -> torch.Tensor:
-        return self.down(swiglu_bf16(*self.gate_up(x), limit))
+    def __call__(self, x: torch.Tensor, limit: float, xq: torch.Tensor | None = None) -> torch.Tensor:
+        return self.down(swiglu_bf16(*self.gate_up(x, xq=xq), limit))
 
 
 class MoE:
@@ -101,9 +101,10 @@ class MoE:
         shared = sum(expert.bytes_read for expert in self.shared) + sum(int(w.nbytes) for w in self.shared_rows or [])
         return self.routed_bytes + shared + self.gate.numel() * 4
 
-    def route(self, x: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(expert ids [B,k], weights [B,k] fp32): hash table or top-k of sigma + bias; weights renormalised."""
-        logits = torch.nn.functional.linear(x.float(), self.gate)
+    def route(self, x: torch.Tensor, token_ids: torch.Tensor, x32: torch.Tensor | None = None):
+        """(expert ids [B,k], weights [B,k] fp32): hash table or top-k of sigma + bias; weights renormalised.
+        `x32`: x in fp32, when the caller has it."""
+        logits = torch.nn.functional.linear(x.float() if x32 is None else x32, self.gate)
         fused = fused_route(logits, None if self.hashed else self.bias, self.tid2eid if self.hashed else None,
                             token_ids, self.top_k, self.scale)  # one kernel on CUDA
         if fused is not None:
@@ -116,17 +117,21 @@ class MoE:
         w = sigma.gather(1, idx)
         return idx, w / w.sum(-1, keepdim=True) * self.scale
 
-    def __call__(self, x: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
-        idx, w = self.route(x, token_ids)
+    def __call__(self, x: torch.Tensor, token_ids: torch.Tensor, xq: torch.Tensor | None = None,
+                 x32: torch.Tensor | None = None) -> torch.Tensor:
+        """The layer's FFN output for x [B, D] bf16; `xq` (`act_quant(x)`) and `x32` (x in fp32) where the caller
+        has them (the fused norm before)."""
+        idx, w = self.route(x, token_ids, x32)
         flat = idx.flatten()
-        xq = act_quant(x) if self.quantize_up_input else x
+        shared_xq = xq
+        xq = (act_quant(x) if xq is None else xq) if self.quantize_up_input else x
         joined = self.shared_rows is not None
         gate, up = expert_matvecs([self.w1, self.w3], flat, xq, [self.gate_out, self.up_out],
                                   self.shared_rows[:2] if joined else None)
         h = swiglu_bf16(gate, up, self.limit, w.flatten(), self.quantize_down_input)
         down = expert_matvecs([self.w2], flat, h, [self.down_out], self.shared_rows[2:] if joined else None)[0]
         routed = down[: flat.numel()]
-        shared = [down[flat.numel():]] if joined else [expert(x, self.limit) for expert in self.shared]
+        shared = [down[flat.numel():]] if joined else [expert(x, self.limit, shared_xq) for expert in self.shared]
         if len(shared) <= 1:
             fused = fused_combine(routed, shared[0] if shared else None, self.top_k)  # one kernel on CUDA
             if fused is not None:

@@ -5,7 +5,9 @@ and every RoPE on a head's tail about ten (cast, four products, two sums, stack,
 a layer runs five norms and five rotations, so together they were a third of its launches. The kernel does
 one row per program: an optional norm (fp32 with an optional weight, or the per-head norm whose every op
 rounds to bf16 like the official ``q *= rsqrt(mean(q^2)+eps)``), the result rounded to the row's dtype,
-then an optional rotation of the last `rope_dim` channels, each interleaved pair (2i, 2i+1) in fp32. That
+then an optional rotation of the last `rope_dim` channels, each interleaved pair (2i, 2i+1) in fp32, and an
+optional e4m3 round trip of the other channels (the KV entries: one launch where a quantisation kernel followed;
+bit-identical to it, the same code on the same rounded values). That
 is the torch form's arithmetic in the same order; only the norm's sum of squares adds in another order, so
 results agree to the last bit of the row's dtype, not bit for bit. Other devices use the torch form.
 """
@@ -19,6 +21,7 @@ from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_p
 NORM_NONE, NORM_FP32, NORM_BF16 = 0, 1, 2
 
 if triton is not None:
+    from dsv4.layers.fp8_quant import fp8_round_trip
 
     @triton.jit
     def _bf16(v):
@@ -26,15 +29,18 @@ if triton is not None:
         return v.to(tl.bfloat16).to(tl.float32)
 
     @triton.jit
-    def _norm_rope(x, weight, cos_sin, out, n, rows_per_cos, eps,
+    def _norm_rope(x, weight, cos_sin, out, out_q, out_f, n, rows_per_cos, eps,
                    NORM: tl.constexpr, HAS_WEIGHT: tl.constexpr, ROPE: tl.constexpr, INVERSE: tl.constexpr,
-                   BLOCK: tl.constexpr, PDL: tl.constexpr):
+                   ROUND_INPUT: tl.constexpr, QUANT: tl.constexpr, QMAX: tl.constexpr, FLOOR: tl.constexpr,
+                   QUANT_OUT: tl.constexpr, F32_OUT: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
         wait_for_previous_kernel(PDL)
         row = tl.program_id(0)
         base = row.to(tl.int64) * n
         cols = tl.arange(0, BLOCK)
         ok = cols < n
         v = tl.load(x + base + cols, mask=ok, other=0.0).to(tl.float32)
+        if ROUND_INPUT:  # an fp32 input taken as its bf16 rounding (the torch form's `.to(bfloat16)` first)
+            v = _bf16(v)
         r = 1.0
         if NORM == 1:
             r = tl.math.rsqrt(tl.sum(v * v, axis=0) / n + eps)
@@ -46,14 +52,27 @@ if triton is not None:
         if HAS_WEIGHT:
             y = y * tl.load(weight + cols, mask=ok, other=0.0).to(tl.float32)
         if ROPE == 0:
-            tl.store(out + base + cols, y.to(out.dtype.element_ty), mask=ok)
+            y = y.to(out.dtype.element_ty)
+            tl.store(out + base + cols, y, mask=ok)
+            if QUANT_OUT:  # also the e4m3 round trip per QUANT_OUT channels (a GEMM input, `fp8_quant`'s code)
+                q = fp8_round_trip(tl.reshape(y.to(tl.float32), (BLOCK // QUANT_OUT, QUANT_OUT)), QMAX, FLOOR)
+                tl.store(out_q + base + cols, tl.reshape(q, (BLOCK,)).to(out_q.dtype.element_ty), mask=ok)
+            if F32_OUT:  # and the stored values widened to fp32 (an fp32 GEMM's input)
+                tl.store(out_f + base + cols, y.to(tl.float32), mask=ok)
         else:
             head = n - ROPE
-            tl.store(out + base + cols, y.to(out.dtype.element_ty), mask=cols < head)
+            y = y.to(out.dtype.element_ty)
+            if QUANT:  # the head's e4m3 round trip per QUANT channels (`fp8_quant`'s code) on the stored values
+                y = tl.reshape(fp8_round_trip(tl.reshape(y.to(tl.float32), (BLOCK // QUANT, QUANT)), QMAX, FLOOR),
+                               (BLOCK,)).to(out.dtype.element_ty)
+            tl.store(out + base + cols, y, mask=cols < head)
             # the tail again as pairs [ROPE/2, 2], normed and rounded exactly as above
             pair = tl.arange(0, ROPE // 2)
             offsets = head + pair[:, None] * 2 + tl.arange(0, 2)[None, :]
-            t = tl.load(x + base + offsets).to(tl.float32) * r
+            t = tl.load(x + base + offsets).to(tl.float32)
+            if ROUND_INPUT:
+                t = _bf16(t)
+            t = t * r
             if NORM == 2:
                 t = _bf16(t)
             if HAS_WEIGHT:
@@ -71,12 +90,19 @@ if triton is not None:
 
 def fused_norm_rope(x: torch.Tensor, norm: int, weight: torch.Tensor | None, eps: float,
                     rope_dim: int = 0, cos_sin: torch.Tensor | None = None, inverse: bool = False,
-                    out: torch.Tensor | None = None):
+                    out: torch.Tensor | None = None, dtype: torch.dtype | None = None, quant_block: int = 0,
+                    qmax: float = 0.0, floor: float = 0.0, quant_out: int = 0, fp32_out: bool = False):
     """The kernel's result for rows of `x`'s last dim (written to `out` when given: a contiguous tensor of x's
-    shape and dtype), or None where the torch form must run."""
+    shape), or None where the torch form must run. `dtype`: the result's (default x's; an fp32 x for a bf16
+    result is rounded to bf16 first). `quant_block`: with RoPE, the channels before the rotated ones go through
+    e4m3 per that many channels (`qmax`, `floor` as `fp8_quant`). Without RoPE, `quant_out` and `fp32_out` add
+    outputs: (result, its e4m3 round trip per `quant_out` channels or None, the result in fp32 or None)."""
+    dtype = dtype or (out.dtype if out is not None else x.dtype)
     if not runs_triton(x) or not x.is_contiguous() or x.numel() == 0:
         return None
-    if out is not None and (out.shape != x.shape or out.dtype != x.dtype or not out.is_contiguous()):
+    if dtype != x.dtype and (x.dtype, dtype) != (torch.float32, torch.bfloat16):
+        return None
+    if out is not None and (out.shape != x.shape or out.dtype != dtype or not out.is_contiguous()):
         return None
     n = x.shape[-1]
     if weight is not None and (not weight.is_contiguous() or weight.numel() != n):
@@ -88,9 +114,18 @@ def fused_norm_rope(x: torch.Tensor, norm: int, weight: torch.Tensor | None, eps
                 or rope_dim & (rope_dim - 1) or rope_dim > n or rows % cos_sin.shape[0]):
             return None
         rows_per_cos = rows // cos_sin.shape[0]
+    block = triton.next_power_of_2(n)
+    if quant_block and (not rope_dim or (n - rope_dim) % quant_block or block % quant_block):
+        return None
+    if (quant_out or fp32_out) and (rope_dim or (quant_out and n % quant_out)):
+        return None
     if out is None:
-        out = torch.empty_like(x)  # graphready: ignore[GR301] inside a capture the graph pool serves it
-    _norm_rope[(rows,)](x, weight if weight is not None else x, cos_sin if rope_dim else x, out, n, rows_per_cos,
+        out = torch.empty(x.shape, dtype=dtype, device=x.device)  # graphready: ignore[GR301] the graph pool serves it
+    out_q, out_f = [torch.empty(x.shape, dtype=t, device=x.device) if on else None  # graphready: ignore[GR301] pool
+                    for t, on in ((dtype, quant_out), (torch.float32, fp32_out))]
+    _norm_rope[(rows,)](x, weight if weight is not None else x, cos_sin if rope_dim else x, out,
+                        out if out_q is None else out_q, out if out_f is None else out_f, n, rows_per_cos,
                         eps, NORM=norm, HAS_WEIGHT=weight is not None, ROPE=rope_dim, INVERSE=inverse,
-                        BLOCK=triton.next_power_of_2(n), **pdl_options())
-    return out
+                        ROUND_INPUT=dtype != x.dtype, QUANT=quant_block, QMAX=qmax, FLOOR=floor,
+                        QUANT_OUT=quant_out, F32_OUT=fp32_out, BLOCK=block, **pdl_options())
+    return (out, out_q, out_f) if quant_out or fp32_out else out

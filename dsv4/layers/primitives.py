@@ -38,6 +38,17 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.
     return y.to(x.dtype)
 
 
+def rms_norm_for_gemm(x: torch.Tensor, weight: torch.Tensor, eps: float, fp32: bool = False):
+    """(`rms_norm(x)`, its `act_quant` (the input of an FP8/FP4 GEMM), and with `fp32` the normed values in fp32 (an
+    fp32 GEMM's input) or None): one kernel on CUDA, where these were three."""
+    fused = fused_norm_rope(x, NORM_FP32, weight, eps, quant_out=ACT_BLOCK, fp32_out=fp32, qmax=FP8_MAX,
+                            floor=AMAX_FLOOR)
+    if fused is not None:
+        return fused
+    normed = rms_norm(x, weight, eps)
+    return normed, act_quant(normed), normed.float() if fp32 else None
+
+
 def rope_frequencies(config, compressed: bool, device=None) -> torch.Tensor:
     """The rope_dim/2 rotation frequencies in fp32 on `device`, as the official code computes them (same ops in
     the same order, on the model's device): ``1.0 / theta ** (arange(0, dim, 2) / dim)``; plain theta for window
@@ -106,14 +117,22 @@ def head_rms_norm(q: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def norm_rope_tail(x: torch.Tensor, weight: torch.Tensor | None, eps: float, rope_dim: int,
-                   cos_sin: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``rope_tail(rms_norm(x, weight, eps), ...)``, or with `weight` None ``rope_tail(head_rms_norm(x, eps), ...)``:
-    one kernel on CUDA, which writes straight into `out` when given (the torch form copies its result there)."""
-    fused = fused_norm_rope(x, NORM_BF16 if weight is None else NORM_FP32, weight, eps, rope_dim, cos_sin, out=out)
+                   cos_sin: torch.Tensor, out: torch.Tensor | None = None, dtype: torch.dtype | None = None,
+                   quant_block: int = 0) -> torch.Tensor:
+    """``rope_tail(rms_norm(x, weight, eps), ...)``, or with `weight` None ``rope_tail(head_rms_norm(x, eps), ...)``,
+    on x cast to `dtype` first when given; with `quant_block` the channels before the rotated ones then go through
+    `fp8_fake_quant` per that many (a KV entry). One kernel on CUDA, which writes straight into `out` when given
+    (the torch form copies its result there)."""
+    fused = fused_norm_rope(x, NORM_BF16 if weight is None else NORM_FP32, weight, eps, rope_dim, cos_sin, out=out,
+                            dtype=dtype, quant_block=quant_block, qmax=FP8_MAX, floor=AMAX_FLOOR)
     if fused is not None:
         return fused
+    x = x if dtype is None else x.to(dtype)
     normed = head_rms_norm(x, eps) if weight is None else rms_norm(x, weight, eps)
     result = rope_tail(normed, rope_dim, cos_sin)
+    if quant_block:
+        nope = x.shape[-1] - rope_dim
+        fp8_fake_quant(result[..., :nope], quant_block, out=result[..., :nope])  # in place: RoPE channels stay bf16
     return result if out is None else out.copy_(result)
 
 

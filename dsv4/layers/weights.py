@@ -60,11 +60,11 @@ class Dense:
         """The [out, in] bf16 weight (a fresh dequantization when not resident)."""
         return self.weight if self.resident else self.stored.dequantize(dtype=torch.bfloat16)
 
-    def __call__(self, x: torch.Tensor, groups: int = 1) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, groups: int = 1, xq: torch.Tensor | None = None) -> torch.Tensor:
         """x [rows, in] @ W^T; with `groups`, W's rows form that many groups, group g reading slice g of x's
-        columns (x [rows, groups * in])."""
+        columns (x [rows, groups * in]). `xq`: `act_quant(x)` where the caller has it already (a fused norm)."""
         if self.quantize_input:
-            x = act_quant(x)
+            x = act_quant(x) if xq is None else xq
         if self.fp8 is not None:
             y = fp8_matvec(x, self.fp8, groups)
             if y is not None:
@@ -102,7 +102,7 @@ class StackedDense:
     def bytes_read(self) -> int:
         return sum(d.bytes_read for d in (self.parts or [self.joint]))
 
-    def __call__(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def __call__(self, x: torch.Tensor, xq: torch.Tensor | None = None) -> list[torch.Tensor]:
         if self.joint is None:
-            return [d(x) for d in self.parts]
-        return [y.contiguous() for y in self.joint(x).split(self.widths, dim=-1)]  # no copy at batch 1
+            return [d(x, xq=xq) for d in self.parts]
+        return [y.contiguous() for y in self.joint(x, xq=xq).split(self.widths, dim=-1)]  # no copy at batch 1

@@ -163,6 +163,50 @@ def test_fused_norm_and_rope_match_the_torch_form():
 
 
 @needs_gpu
+def test_kv_entries_normed_rotated_and_quantised_in_one_kernel_equal_the_two_kernels():
+    """The KV entry's e4m3 round trip inside the norm + RoPE kernel, and an fp32 input rounded inside it (the
+    compressor's pooled entry), against the launches they replace, bit for bit on CUDA."""
+    from dsv4.layers.primitives import FP8_BLOCK, fp8_fake_quant, norm_rope_tail
+
+    gen = torch.Generator().manual_seed(8)
+    pooled = (torch.randn(3, 512, generator=gen) * torch.logspace(-4, 2, 512)).cuda()
+    weight = (torch.rand(512, generator=gen) + 0.5).cuda()
+    cos_sin = torch.randn(3, 2, 32, generator=gen).cuda()
+    for x in (pooled.to(torch.bfloat16), pooled):
+        one = norm_rope_tail(x, weight, 1e-6, 64, cos_sin, dtype=torch.bfloat16, quant_block=FP8_BLOCK)
+        two = norm_rope_tail(x.to(torch.bfloat16), weight, 1e-6, 64, cos_sin)
+        fp8_fake_quant(two[:, :448], out=two[:, :448])
+        assert one.dtype == torch.bfloat16 and torch.equal(one, two), x.dtype
+
+
+@needs_gpu
+def test_a_gemm_input_normed_and_quantised_in_one_kernel_equals_the_three_launches():
+    from dsv4.layers.primitives import act_quant, rms_norm, rms_norm_for_gemm
+
+    gen = torch.Generator().manual_seed(10)
+    x = (torch.randn(2, 4096, generator=gen) * torch.logspace(-3, 3, 4096)).to(torch.bfloat16).cuda()
+    weight = (torch.rand(4096, generator=gen) + 0.5).cuda()
+    normed, quantised, wide = rms_norm_for_gemm(x, weight, 1e-6, fp32=True)
+    alone = rms_norm(x, weight, 1e-6)
+    assert torch.equal(normed, alone) and torch.equal(quantised, act_quant(alone))
+    assert wide.dtype == torch.float32 and torch.equal(wide, alone.float())
+    assert rms_norm_for_gemm(x, weight, 1e-6)[2] is None
+
+
+@needs_gpu
+def test_mhc_post_into_the_streams_buffer_equals_a_fresh_result():
+    from dsv4.layers.mhc import HyperConnection
+
+    gen = torch.Generator().manual_seed(9)
+    streams = torch.randn(2, 4, 4096, generator=gen).to(torch.bfloat16).cuda()
+    y = torch.randn(2, 4096, generator=gen).to(torch.bfloat16).cuda()
+    post, comb = torch.rand(2, 4, generator=gen).cuda(), torch.rand(2, 4, 4, generator=gen).cuda()
+    fresh = HyperConnection.post(y, streams, post, comb)
+    into = torch.empty_like(streams)
+    assert HyperConnection.post(y, streams, post, comb, into) is into and torch.equal(into, fresh)
+
+
+@needs_gpu
 def test_fused_mhc_pre_post_and_head_match_the_torch_form():
     """mHC pre/post and hc_head kernels on CUDA against the torch form on the CPU, at Pro's width."""
     from dsv4.config import preset
