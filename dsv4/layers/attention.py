@@ -214,14 +214,16 @@ class Attention:
 
     # -- graph-ready path (device position, fixed shapes) ---------------------------------------------
     def prepare_graph(self, x: torch.Tensor, q_out: torch.Tensor, qi_out: torch.Tensor | None,
-                      wi_out: torch.Tensor | None, xq: torch.Tensor | None = None) -> None:
+                      wi_out: torch.Tensor | None, xq: torch.Tensor | None = None,
+                      x32: torch.Tensor | None = None) -> None:
         """Projections and all cache/state writes for this step's tokens (slots from `positions`); what attention
-        needs goes to the buffers `q_out` and (CSA) `qi_out`, `wi_out`. `xq`: `act_quant(x)`, when the caller has it."""
+        needs goes to the buffers `q_out` and (CSA) `qi_out`, `wi_out`. `xq` (`act_quant(x)`) and `x32` (x in
+        fp32, the compressors' input): when the caller has them."""
         cos_sin = self.positions.rope_rows[bool(self.ratio)]
         _, kv, qr, qr_quantized = self.project(x, cos_sin, q_out, xq)
         self.kv_cache.index_copy_(1, self.positions.kv_slot, kv.unflatten(0, (-1, self.steps)))
         for compressor in self._compressors():
-            compressor.update_graph(x)
+            compressor.update_graph(x, x32)
         if self.indexer is not None:
             self.indexer.query(qr, x, cos_sin, qi_out, wi_out, qr_quantized)
 

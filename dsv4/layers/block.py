@@ -91,8 +91,8 @@ class Block:
         # the kernels write post, comb, q (and the indexer's qi, wi) straight into the buffers attention and
         # post_attention read; comb is written on the mHC side stream, which `join` waits for
         x, _, _ = self.hc_attn.pre(io.streams, self.post_buf, self.comb_buf)
-        x, xq, _ = rms_norm_for_gemm(x, self.attn_norm, self.eps)
-        self.attn.prepare_graph(x, self.q_buf, self.qi_buf, self.wi_buf, xq)
+        x, xq, x32 = rms_norm_for_gemm(x, self.attn_norm, self.eps, fp32=self.attn.ratio > 0)  # x32: compressors
+        self.attn.prepare_graph(x, self.q_buf, self.qi_buf, self.wi_buf, xq, x32)
         self.hc_attn.join()
 
     def attention(self) -> None:  # graphready: hot

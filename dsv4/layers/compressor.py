@@ -52,9 +52,10 @@ class Compressor:
         self.kv_state.zero_()
         self.score_state.fill_(float("-inf"))
 
-    def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """kv and gate scores, an fp32 GEMM of the fp32 input (no bf16 rounding of the projections)."""
-        kv, score = linear(x, self.projection).chunk(2, dim=-1)
+    def _project(self, x: torch.Tensor, x32: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """kv and gate scores, an fp32 GEMM of the fp32 input (no bf16 rounding of the projections); `x32`: x in
+        fp32, when the caller has it."""
+        kv, score = linear(x if x32 is None else x32, self.projection).chunk(2, dim=-1)
         return kv.contiguous(), score.contiguous()
 
     def _pool(self, half) -> torch.Tensor:
@@ -99,12 +100,12 @@ class Compressor:
             start = at + 1 - self.ratio
             self.entries[:, at // self.ratio] = self._finish(self._pool(half), rope[start : start + 1])
 
-    def update_graph(self, x: torch.Tensor) -> None:
+    def update_graph(self, x: torch.Tensor, x32: torch.Tensor | None = None) -> None:
         """Same as `update_eager`, no host branch: the slots and positions come from the step's `RatioPositions`
         (computed on the device); every token's pooled entry is committed, at its window's entry where the
         window closes, else at the token's scratch row. One projection, state pool, finish and commit for all
-        the step's tokens."""
-        kv, score = self._project(x)
+        the step's tokens. `x32`: x in fp32, when the caller has it."""
+        kv, score = self._project(x, x32)
         p, steps = self.at_ratio, self.ctx.tokens_per_step
         pooled = fused_state_pool(kv, score, self.ape, self.kv_state, self.score_state, self.positions.at,
                                   self.ratio, self.overlap, self.width)
