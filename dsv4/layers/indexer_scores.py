@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
+from dsv4.layers.kernels import INTERPRET, pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
-BLOCK_N = 32  # entries per program
+BLOCK_N = 16  # entries per program
 
 if triton is not None:
 
     @triton.jit
     def _index_scores(q_ptr, w_ptr, keys, masked, out, heads, n, key_batch_stride, DIM: tl.constexpr,
-                      HEADS_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PDL: tl.constexpr):
+                      HEADS_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BF16_DOT: tl.constexpr, PDL: tl.constexpr):
         wait_for_previous_kernel(PDL)
         b = tl.program_id(0)
         entries = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -32,8 +32,13 @@ if triton is not None:
         q = tl.load(q_ptr + (b.to(tl.int64) * heads + h)[:, None] * DIM + dims[None, :], mask=h_ok[:, None], other=0.0)
         k = tl.load(keys + b.to(tl.int64) * key_batch_stride + entries[:, None] * DIM + dims[None, :],
                     mask=present[:, None], other=0.0)
-        # bf16 products are exact in fp32: an fp32 dot (ieee, not tf32) accumulates what a bf16 GEMM accumulates
-        dots = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
+        # a bf16 tensor-core dot with fp32 accumulation, as the torch form's bf16 GEMM (an fp32 "ieee" dot of the
+        # same values, exact products too, ran 69 us per call at Pro's 64 heads x 128); Triton's interpreter gets
+        # bf16 dots wrong, so there the fp32 form runs
+        if BF16_DOT:
+            dots = tl.dot(q, tl.trans(k))
+        else:
+            dots = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
         dots = dots.to(tl.bfloat16).to(tl.float32)  # [heads, entries], rounded as the GEMM's bf16 output
         w = tl.load(w_ptr + b * heads + h, mask=h_ok, other=0.0).to(tl.float32)
         products = (tl.maximum(dots, 0.0) * w[:, None]).to(tl.bfloat16).to(tl.float32)
@@ -57,5 +62,6 @@ def fused_index_scores(q: torch.Tensor, w: torch.Tensor, keys: torch.Tensor, mas
     out = q.new_empty((batch, n))  # graphready: ignore[GR301] inside a capture the graph pool serves it
     _index_scores[(batch, triton.cdiv(n, BLOCK_N))](
         q, w, keys, masked.view(torch.uint8), out, heads, n, keys.stride(0), DIM=dim,
-        HEADS_PAD=max(16, triton.next_power_of_2(heads)), BLOCK_N=BLOCK_N, num_warps=4, **pdl_options())
+        HEADS_PAD=max(16, triton.next_power_of_2(heads)), BLOCK_N=BLOCK_N, BF16_DOT=not INTERPRET, num_warps=4,
+        **pdl_options())
     return out
