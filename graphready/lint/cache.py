@@ -95,6 +95,15 @@ class LintCache:
         self.changed.add(rel)
         self.dirty = True
 
+    def discard(self, rel: str) -> None:
+        """Leave the file's entry out of the cache (the next run indexes it again)."""
+        if not self.loaded:
+            self.raw, self.loaded = self._load(), True
+        self.raw.pop(rel, None)
+        self.entries.pop(rel, None)
+        self.changed.discard(rel)
+        self.dirty = True
+
     def save(self) -> None:
         if not (self.enabled and self.dirty):
             return

@@ -29,7 +29,8 @@ from graphready.lint.scope.conditions import BranchTests
 from graphready.lint.scope.hotpath import (
     CAPTURE_STEP, HotSet, Project, _matches as matches_root, find_hot, untaken_fallbacks,
 )
-from graphready.lint.scope.index import FunctionInfo, ModuleIndex, index_module
+from graphready.lint.lazyindex import IndexPool, LazyFacts, index_file
+from graphready.lint.scope.index import FunctionInfo, ModuleIndex, ModuleIndexer
 from graphready.sourcefile import SourceText, read_source
 from graphready.lint.scope.guards import Guards
 from graphready.lint.analysis.candidate import PARSE_ERROR, UNUSED_SUPPRESSION
@@ -97,15 +98,6 @@ def _one_file(function, *args):
         gc.collect(0)
         if enabled:
             gc.enable()
-
-
-def _index_job(args: tuple[str, str, str, Guards, bool]) -> ModuleIndex | Failure:
-    module, rel, text, guards, is_package = args
-    try:
-        return _one_file(index_module, module, rel, text, guards, is_package)
-    except Exception as exc:  # this file's failure (GR002); the others are indexed all the same
-        return Failure.of(exc, rel, "indexing", lost="none of its code was checked and calls through it were not"
-                                                     " followed (the hot path may miss what they reach)")
 
 
 _project_facts: ProjectFacts | None = None  # this process's, for `_analyze_job`: see `_share_project_facts`
@@ -246,6 +238,8 @@ class LintRun:
         self.salt = config.fingerprint()
         self.failures: list[Failure] = []
         self.bare_chains: set[str] = set()  # hot functions whose branch tests could not be traced
+        self.uncached: set[str] = set()  # files graphready failed on a function of: left out of the cache
+        self.digests: dict[str, str] = {}  # path -> the digest its cache entry is kept under
 
     def run(self, paths: list[Path], split: bool = True) -> LintResult:
         found = discover(self.config, paths, split)
@@ -285,15 +279,21 @@ class LintRun:
     def _lint(self, sources: list[_Source], unreadable: dict[str, list[Candidate]]) -> LintResult:
         """Everything but the baseline, which is applied to a result read from the cache too."""
         python = [s for s in sources if s.rel.endswith(".py")]
-        with _uncollected():  # the indexes, decoded from the cache or sent back by workers, live to the end of the run
-            indexes = self._index(python)
-        with _whole_project("finding the hot path"):
-            project = Project({index.module: index for index in indexes.values()})
-            if not any(index.parse_error for index in indexes.values()) and not self.failures:
-                self._check_roots(project)  # a broken file, or one graphready failed on, may hold the root
-                self._check_assumptions(indexes.values(), len(project.modules))
-            hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled,
-                           self.config.warm_up_before_capture)
+        self.digests = {s.rel: s.digest for s in python}
+        lazy = LazyFacts(self._guards(), {s.rel: (*module_name(s.rel), s.text) for s in python},
+                         self._refilled, self.failures)
+        try:
+            with _uncollected():  # the indexes, decoded from the cache or sent back by workers, live to the end of the run
+                indexes = self._index(python, lazy)
+            with _whole_project("finding the hot path"):
+                project = Project({index.module: index for index in indexes.values()}, lazy)
+                if not any(index.parse_error for index in indexes.values()) and not self.failures:
+                    self._check_roots(project)  # a broken file, or one graphready failed on, may hold the root
+                    self._check_assumptions(indexes.values(), len(project.modules))
+                hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled,
+                               self.config.warm_up_before_capture)
+        finally:
+            lazy.close()
         candidates = self._analyze([s for s in python if s.requested], indexes, project, hot)
         assumptions = self._assumptions(python, indexes, project, hot) if self.config.assumptions else []
         candidates.update(unreadable)
@@ -412,7 +412,13 @@ class LintRun:
         return self.progress.phase(description, len(jobs)) if self.progress is not None else None
 
     # -- phase 1 ---------------------------------------------------------------------------
-    def _index(self, sources: list[_Source]) -> dict[str, ModuleIndex]:
+    def _guards(self) -> Guards:
+        return Guards.of(self.config.eager_if, self.config.captured_if, self.config.gpu_capability,
+                         self.config.facts())
+
+    def _index(self, sources: list[_Source], lazy: LazyFacts) -> dict[str, ModuleIndex]:
+        """Each file's lazy index (lint/lazyindex.py), from the cache or made now; with enough files, by worker
+        processes that stay to answer the hot walk."""
         indexes: dict[str, ModuleIndex] = {}
         missing: list[_Source] = []
         for source in sources:
@@ -421,13 +427,25 @@ class LintRun:
                 indexes[source.rel] = entry.index
             else:
                 missing.append(source)
+        guards = self._guards()
         jobs = []
-        guards = Guards.of(self.config.eager_if, self.config.captured_if, self.config.gpu_capability,
-                           self.config.facts())
         for source in missing:
             module, is_package = module_name(source.rel)
             jobs.append((module, source.rel, source.text, guards, is_package))
-        indexed = _map(_index_job, jobs, self.jobs, self._phase("indexing", jobs), cost=lambda job: len(job[2]))
+        advance = self._phase("indexing", jobs)
+        if self.jobs > 1 and len(jobs) >= PARALLEL_THRESHOLD:
+            lazy.pool = IndexPool(self.jobs)
+            indexed = lazy.pool.index(jobs, advance)
+        else:
+            indexed = []
+            for job in jobs:
+                found = index_file(job)
+                if isinstance(found, ModuleIndexer):
+                    lazy.local[job[1]] = found
+                    found = found.index
+                indexed.append(found)
+                if advance is not None:
+                    advance()
         for (module, *_), source, index in zip(jobs, missing, indexed):
             if isinstance(index, Failure):  # the file stays out of the project and out of the cache
                 self.failures.append(index)
@@ -436,6 +454,18 @@ class LintRun:
             indexes[source.rel] = index
             self.cache.put(source.rel, CacheEntry(source.digest, index))
         return indexes
+
+    def _refilled(self, rel: str, ok: bool) -> None:
+        """The hot walk filled in a function of `rel`: its cache entry is saved with it, unless graphready failed
+        on one of its functions (a fixed graphready must index the file again)."""
+        if not ok:
+            self.uncached.add(rel)
+        if rel in self.uncached:
+            self.cache.discard(rel)
+            return
+        entry = self.cache.get(rel, self.digests[rel])
+        if entry is not None:
+            self.cache.put(rel, entry)
 
     # -- phase 3 ---------------------------------------------------------------------------
     def _analyze(self, sources: list[_Source], indexes, project: Project, hot: HotSet, facts: bool = True,

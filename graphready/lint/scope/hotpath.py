@@ -11,9 +11,13 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 from fnmatch import translate
+from typing import TYPE_CHECKING
 
 from graphready.lint.scope.attrtypes import looks_like_class
 from graphready.lint.scope.index import CallSite, ClassInfo, FunctionInfo, ModuleIndex
+
+if TYPE_CHECKING:
+    from graphready.lint.lazyindex import LazyFacts
 from graphready.lint.scope.guards import is_glob
 from graphready.lint.scope.regions import within
 
@@ -51,10 +55,12 @@ class HotSet:
 
 
 class Project:
-    """All module indexes of one lint run, with cross-module name resolution."""
+    """All module indexes of one lint run, with cross-module name resolution. `lazy` fills in the call sites and
+    eager-only regions of a lazy index's functions as the walk reaches them (lint/lazyindex.py)."""
 
-    def __init__(self, modules: dict[str, ModuleIndex]):
+    def __init__(self, modules: dict[str, ModuleIndex], lazy: LazyFacts | None = None):
         self.modules = modules
+        self.lazy = lazy
         self.functions: dict[str, FunctionInfo] = {}
         self._lookups: dict[str, tuple | None] = {}
         for index in modules.values():
@@ -104,10 +110,23 @@ class Project:
                                        else name not in self._entries and name not in self.imported_classes)
         return self._never_built[name]
 
+    def deep(self, key: str) -> FunctionInfo:
+        """The function with its call sites and eager-only regions worked out."""
+        info = self.functions[key]
+        if not info.deep:
+            self.lazy.fill(self.modules[key.partition(":")[0]].path, info)
+        return info
+
+    def want(self, key: str) -> None:
+        """`deep(key)` will be asked for: start on it."""
+        info = self.functions[key]
+        if not info.deep:
+            self.lazy.want(self.modules[key.partition(":")[0]].path, info)
+
     def _call_never_runs(self, key: str, line: int) -> bool:
-        caller = self.functions.get(key)
-        if caller is None:
+        if key not in self.functions:
             return False
+        caller = self.deep(key)
         if within(line, caller.never_runs):
             return True
         return caller.class_qualname is not None and self._class_never_built(caller.class_qualname)
@@ -458,6 +477,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
 
     def add(key: str, chain: list[str], why: str | None = None, line: int | None = None) -> None:
         if key not in hot.chains:
+            project.want(key)
             hot.chains[key] = chain
             if line is not None:
                 hot.via[key] = line
@@ -508,7 +528,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
         if (key, self_class) in walked:
             continue
         walked.add((key, self_class))
-        caller = project.functions[key]
+        caller = project.deep(key)
         for site in caller.calls:
             bound = project.resolve_bound(caller, site, self_class)
             if not followed(key, site, [target for target, _ in bound]):

@@ -1,0 +1,193 @@
+"""A lazy index: the call sites and eager-only regions of a function are worked out when the hot walk reaches it.
+
+Working them out for every function was a third of indexing (432k lines of SGLang: 13,482 functions, of which the
+walk reaches 2,024). The process that indexed a file keeps its tree and answers for its functions: worker processes
+for a cold run (no tree is parsed twice or sent between processes), this process for files whose index came from
+the cache (parsed again, only when a function the last run left unworked is reached now).
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+from collections import deque
+from multiprocessing.connection import Connection, wait
+from typing import Callable
+
+from graphready.lint.analysis.deep import call_deep
+from graphready.lint.failures import Failure
+from graphready.lint.scope.guards import Guards
+from graphready.lint.scope.index import FunctionInfo, ModuleIndex, ModuleIndexer, module_indexer
+
+DEEP_FIELDS = ("calls", "excluded", "memo", "cold_spans", "empty_when_captured", "never_runs", "assumed")
+IN_FLIGHT = 2  # files sent to a worker ahead of its results: it never waits for the next one
+LOST = "none of its code was checked and calls through it were not followed (the hot path may miss what they reach)"
+DEEP_LOST = "its calls were not followed (the hot path may miss what they reach)"
+IndexJob = tuple[str, str, str, Guards, bool]  # module, path, source, guards, is_package
+
+
+def index_file(job: IndexJob) -> ModuleIndexer | Failure:
+    """One file's lazy indexer, or this file's failure (GR002: the other files are indexed all the same)."""
+    module, rel, text, guards, is_package = job
+    try:
+        return call_deep(module_indexer, module, rel, text, guards, is_package, True)
+    except Exception as exc:
+        return Failure.of(exc, rel, "indexing", lost=LOST)
+
+
+def deepen(indexer: ModuleIndexer, qualnames: list[str]) -> dict[str, tuple | Failure]:
+    """The deep facts (DEEP_FIELDS) of the named functions, or each one's failure."""
+    def work() -> dict[str, tuple | Failure]:
+        found: dict[str, tuple | Failure] = {}
+        for qualname in qualnames:
+            try:
+                info = indexer.deepen(qualname)
+                found[qualname] = tuple(getattr(info, name) for name in DEEP_FIELDS)
+            except Exception as exc:  # RecursionError included: this function's failure, not the run's
+                found[qualname] = Failure.of(exc, indexer.index.path, "indexing",
+                                             indexer.index.functions[qualname], lost=DEEP_LOST)
+        return found
+    return call_deep(work)
+
+
+def _serve(connection: Connection) -> None:
+    """A worker: index the files it is sent, keep their indexers, answer for their functions until told to stop.
+    The kept trees live to the end, so the cyclic collector (which would walk them again and again) stays off."""
+    gc.disable()
+    indexers: dict[str, ModuleIndexer] = {}
+    while True:
+        message = connection.recv()
+        if message[0] == "index":
+            found = index_file(message[1])
+            if isinstance(found, Failure):
+                connection.send(found)
+            else:
+                indexers[found.index.path] = found
+                connection.send(found.index)
+        elif message[0] == "deepen":
+            connection.send(deepen(indexers[message[1]], message[2]))
+        else:
+            return
+
+
+class IndexPool:
+    """Worker processes that index files and then answer the walk's questions about the functions in them."""
+
+    def __init__(self, workers: int):
+        self.connections: list[Connection] = []
+        self.processes = []
+        for _ in range(workers):
+            ours, theirs = multiprocessing.Pipe()
+            process = multiprocessing.Process(target=_serve, args=(theirs,), daemon=True)
+            process.start()
+            theirs.close()
+            self.connections.append(ours)
+            self.processes.append(process)
+        self.owner: dict[str, int] = {}  # path -> the worker holding its tree
+        self.asked: list[deque[str]] = [deque() for _ in range(workers)]  # per worker, the paths asked, in order
+
+    def index(self, jobs: list[IndexJob], advance: Callable[[], None] | None) -> list[ModuleIndex | Failure]:
+        """Each job's index, the largest files first, each sent to a worker with room for it."""
+        order = sorted(range(len(jobs)), key=lambda i: len(jobs[i][2]), reverse=True)
+        results: list[ModuleIndex | Failure | None] = [None] * len(jobs)
+        busy: list[deque[int]] = [deque() for _ in self.connections]
+        pending = deque(order)
+        while pending or any(busy):
+            for worker, connection in enumerate(self.connections):
+                while pending and len(busy[worker]) < IN_FLIGHT:
+                    position = pending.popleft()
+                    connection.send(("index", jobs[position]))
+                    busy[worker].append(position)
+            for connection in wait([c for c, b in zip(self.connections, busy) if b]):
+                worker = self.connections.index(connection)
+                position = busy[worker].popleft()
+                results[position] = connection.recv()
+                if not isinstance(results[position], Failure):
+                    self.owner[jobs[position][1]] = worker
+                if advance is not None:
+                    advance()
+        return results
+
+    def ask(self, path: str, qualnames: list[str]) -> None:
+        """Start working out these functions' deep facts (answers come back in the order asked)."""
+        worker = self.owner[path]
+        self.connections[worker].send(("deepen", path, qualnames))
+        self.asked[worker].append(path)
+
+    def answer(self, path: str) -> dict[str, tuple | Failure]:
+        """The next answer about `path`'s functions (answers to earlier questions to its worker come first: see
+        `LazyFacts`, which keeps them)."""
+        worker = self.owner[path]
+        self.asked[worker].popleft()
+        return self.connections[worker].recv()
+
+    def close(self) -> None:
+        for connection in self.connections:
+            try:
+                connection.send(("stop",))
+            except OSError:  # a worker that died is gone already
+                pass
+            connection.close()
+        for process in self.processes:
+            process.join()
+
+
+class LazyFacts:
+    """Fills in the deep facts of the functions the hot walk reaches: asked of the pool's worker that holds the
+    file's tree, or worked out here (`sources`: path -> text, for files the cache gave the index of)."""
+
+    def __init__(self, guards: Guards, sources: dict[str, tuple[str, bool, str]],
+                 on_change: Callable[[str, bool], None], failures: list[Failure]):
+        self.guards = guards
+        self.sources = sources  # path -> (module, is_package, text)
+        self.on_change = on_change  # (path, ok): a function of the file was filled in, or failed to be
+        self.failures = failures
+        self.pool: IndexPool | None = None
+        self.local: dict[str, ModuleIndexer] = {}  # path -> an indexer of this process
+        self.asked: dict[tuple[str, str], FunctionInfo] = {}  # (path, qualname) -> the function asked about
+        self.answers: dict[tuple[str, str], tuple | Failure] = {}  # answers read while waiting for another
+
+    def want(self, path: str, info: FunctionInfo) -> None:
+        """The walk will need `info`'s facts: a worker that holds its tree starts on them now."""
+        if info.deep or (path, info.qualname) in self.asked:
+            return
+        self.asked[(path, info.qualname)] = info
+        if self.pool is not None and path in self.pool.owner:
+            self.pool.ask(path, [info.qualname])
+
+    def fill(self, path: str, info: FunctionInfo) -> None:
+        """Give `info` its deep facts now."""
+        if info.deep:
+            return
+        self.want(path, info)
+        key = (path, info.qualname)
+        if self.pool is not None and path in self.pool.owner:
+            while key not in self.answers:
+                asked = self.pool.asked[self.pool.owner[path]][0]
+                for qualname, facts in self.pool.answer(asked).items():
+                    self.answers[(asked, qualname)] = facts
+            facts = self.answers.pop(key)
+        else:
+            facts = deepen(self._local(path), [info.qualname])[info.qualname]
+        del self.asked[key]
+        failed = isinstance(facts, Failure)
+        if failed:
+            self.failures.append(facts)
+        else:
+            for name, value in zip(DEEP_FIELDS, facts):
+                setattr(info, name, value)
+        info.deep = True  # a failed one is asked no more: it calls nothing the walk knows of
+        self.on_change(path, not failed)
+
+    def _local(self, path: str) -> ModuleIndexer:
+        if path not in self.local:
+            module, is_package, text = self.sources[path]
+            self.local[path] = call_deep(module_indexer, module, path, text, self.guards, is_package, True)
+        return self.local[path]
+
+    def close(self) -> None:
+        """Free the trees (stop the workers); a later question parses its file again."""
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+        self.local.clear()
