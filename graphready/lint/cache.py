@@ -1,6 +1,8 @@
 """The per-project cache: file index and rule results keyed by content, so warm runs skip parsing.
 
-One JSON file under `<root>/.graphready_cache/`, read once and written once per run, and a small
+One JSON file under `<root>/.graphready_cache/`, read once and written once per run, each file's entry in it a
+JSON text of its own (decoded only when used; written back as read unless it changed, so a run that re-indexes one
+file encodes one entry, not 800), and a small
 second one holding the last run's whole result under a key of every file's digest and every
 setting: a run where nothing changed reads only that (pre-commit on an untouched tree). JSON, not
 pickle, because linting untrusted pull requests is a documented use: a planted cache file must
@@ -59,7 +61,7 @@ class LintCache:
         self.path = root / CACHE_DIR / f"lint-{self.stamp}.json"
         self.run_path = root / CACHE_DIR / f"run-{self.stamp}.json"
         self.enabled = enabled
-        self.raw: dict[str, object] = {}  # entries as read (decoded on first use), written back as read
+        self.raw: dict[str, object] = {}  # entries as read, JSON texts (decoded on first use), written back as read
         self.entries: dict[str, CacheEntry] = {}  # the decoded ones
         self.changed: set[str] = set()  # entries to encode again on save
         self.dirty = False
@@ -82,8 +84,8 @@ class LintCache:
         entry = self.entries.get(rel)
         if entry is None and rel in self.raw:
             try:
-                entry = self.entries[rel] = decode(CacheEntry, self.raw[rel])
-            except (ShapeError, TypeError, ValueError, RecursionError):
+                entry = self.entries[rel] = decode(CacheEntry, json.loads(self.raw[rel]))
+            except (ShapeError, TypeError, ValueError, RecursionError):  # not a text, not JSON, the wrong shape
                 del self.raw[rel]
                 self.dirty = True  # rewrite without it
         return entry if entry is not None and entry.digest == file_digest else None
@@ -108,7 +110,7 @@ class LintCache:
         if not (self.enabled and self.dirty):
             return
         entries = dict(self.raw)
-        entries.update((rel, encode(self.entries[rel])) for rel in self.changed)
+        entries.update((rel, json.dumps(encode(self.entries[rel]), separators=(",", ":"))) for rel in self.changed)
         self._write(self.path, "lint-", {"format": FORMAT, "stamp": self.stamp, "entries": entries})
 
     def _write(self, path: Path, prefix: str, document: dict) -> None:
