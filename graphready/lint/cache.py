@@ -36,6 +36,7 @@ class CacheEntry:
     digest: str  # of the file's bytes and the settings that change its analysis
     index: ModuleIndex
     analysis: dict[str, list[Candidate]] = field(default_factory=dict)  # hot-set key -> rule hits
+    functions: dict[str, list[Candidate]] = field(default_factory=dict)  # function key (functionkeys.py) -> its hits
 
 
 def _code_stamp(package: Path = Path(__file__).resolve().parent, pattern: str = "*.py") -> str:
@@ -79,6 +80,11 @@ class LintCache:
         return data["entries"]
 
     def get(self, rel: str, file_digest: str) -> CacheEntry | None:
+        entry = self.earlier(rel)
+        return entry if entry is not None and entry.digest == file_digest else None
+
+    def earlier(self, rel: str) -> CacheEntry | None:
+        """The file's entry whatever its digest (a changed file's hits per function may still hold)."""
         if not self.loaded:
             self.raw, self.loaded = self._load(), True
         entry = self.entries.get(rel)
@@ -88,7 +94,7 @@ class LintCache:
             except (ShapeError, TypeError, ValueError, RecursionError):  # not a text, not JSON, the wrong shape
                 del self.raw[rel]
                 self.dirty = True  # rewrite without it
-        return entry if entry is not None and entry.digest == file_digest else None
+        return entry
 
     def put(self, rel: str, entry: CacheEntry) -> None:
         if not self.loaded:  # entries of other files are kept on save

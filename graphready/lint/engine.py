@@ -18,6 +18,7 @@ from graphready.findings import Finding, Severity
 from graphready.lint.baseline import apply_baseline, assign_fingerprints, load_baseline
 from graphready.lint.cache import CacheEntry, LintCache, digest, run_stamp
 from graphready.lint.analysis.candidate import Candidate
+from graphready.lint.analysis.functionkeys import function_keys
 from graphready.lint.analysis.project import ProjectFacts
 from graphready.errors import InternalError, UsageError
 from graphready.lint.cuda import CUDA_SUFFIXES, scan_cuda
@@ -108,15 +109,16 @@ def _share_project_facts(facts: ProjectFacts) -> None:
     _project_facts = facts
 
 
-def _analyze_job(job) -> tuple[list[Candidate], list[Failure]]:
+def _analyze_job(job) -> tuple[dict[str, list[Candidate]], list[Failure]]:
+    """Each wanted function's hits (qualname -> hits; "" for the file's own); the failures."""
     from graphready.lint.analysis.analyzer import analyze_file  # libcst loads only when something is parsed
 
     try:
         return _one_file(analyze_file, job, _project_facts)
     except RecursionError:  # deeper than the room call_deep makes: say so rather than crash
-        return [Candidate(PARSE_ERROR, 1, 0, 1, 0, "nested too deeply for graphready to analyse", "")], []
+        return {"": [Candidate(PARSE_ERROR, 1, 0, 1, 0, "nested too deeply for graphready to analyse", "")]}, []
     except Exception as exc:  # failed before any one function: the whole file is this file's failure (GR002)
-        return [], [Failure.of(exc, job.path, "analysing")]
+        return {}, [Failure.of(exc, job.path, "analysing")]
 
 
 @contextlib.contextmanager
@@ -452,7 +454,8 @@ class LintRun:
                 indexes[source.rel] = ModuleIndex(module=module, path=source.rel)
                 continue
             indexes[source.rel] = index
-            self.cache.put(source.rel, CacheEntry(source.digest, index))
+            earlier = self.cache.earlier(source.rel)  # the file's hits per function outlive its other edits
+            self.cache.put(source.rel, CacheEntry(source.digest, index, functions=earlier.functions if earlier else {}))
         return indexes
 
     def _refilled(self, rel: str, ok: bool) -> None:
@@ -506,23 +509,37 @@ class LintRun:
             if entry is not None and key in entry.analysis:
                 results[source.rel] = entry.analysis[key]
                 continue
-            from graphready.lint.analysis.analyzer import FileJob
+            keys = function_keys(index, source.text, targets, hot_keys, warm_up, host_params, project_salt)
+            known = {qualname: entry.functions[k] for qualname, k in keys.items()
+                     if entry is not None and k in entry.functions}
+            wanted = set(keys) - known.keys()
+            job = None
+            if wanted:
+                from graphready.lint.analysis.analyzer import FileJob
 
-            job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
-                          index.global_containers, index.classes, targets, index.functions, hot_keys, *warm_up,
-                          host_params)
-            pending.append((source, key, job))
-        advance = self._phase("analysing", pending) if cached else None  # --statistics' second pass: no bar
-        analysed = _map(_analyze_job, [p[2] for p in pending], self.jobs, advance,
-                        cost=lambda job: sum(info.end_lineno - info.first_line for info, _ in job.targets),
-                        setup=(_share_project_facts, (shared,)))
-        for (source, key, _), (hits, failures) in zip(pending, analysed):
-            results[source.rel] = hits
+                job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
+                              index.global_containers, index.classes, targets, index.functions, hot_keys, *warm_up,
+                              host_params, wanted)
+            pending.append((source, key, keys, known, job))
+        jobs = [p[4] for p in pending if p[4] is not None]
+        advance = self._phase("analysing", jobs) if cached else None  # --statistics' second pass: no bar
+        analysed = iter(_map(_analyze_job, jobs, self.jobs, advance,
+                             cost=lambda job: sum(info.end_lineno - info.first_line for info, _ in job.targets),
+                             setup=(_share_project_facts, (shared,))))
+        for source, key, keys, known, job in pending:
+            found, failures = next(analysed) if job is not None else ({}, [])
+            found.update(known)
+            results[source.rel] = [hit for qualname in ["", *keys] for hit in found.get(qualname, [])]
             self.failures += failures
             entry = self.cache.get(source.rel, source.digest) if cached else None
-            if entry is not None and not failures:  # a fixed graphready must analyse a failed file again
-                entry.analysis = {key: hits}
-                self.cache.put(source.rel, entry)
+            if entry is None:
+                continue
+            failed = {failure.name for failure in failures}  # a fixed graphready must analyse these again
+            entry.functions = {k: found[qualname] for qualname, k in keys.items()
+                               if qualname in found and qualname not in failed}
+            if not failures:
+                entry.analysis = {key: results[source.rel]}
+            self.cache.put(source.rel, entry)
         return results
 
     # -- findings ----------------------------------------------------------------------------
