@@ -350,6 +350,15 @@ def _pattern_body(pattern: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
+def _first_match(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The patterns as one alternation, in order: a fullmatch takes the first alternative that matches, so its
+    group names the first entry matching (one match per function instead of one per entry)."""
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?P<p{i}>{_pattern_body(p)})" for i, p in enumerate(patterns)), re.DOTALL)
+
+
+@functools.lru_cache(maxsize=64)
 def _last_match(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
     """The patterns as one alternation, last entry first: a fullmatch takes the first alternative that
     matches, so its group names the last entry matching (`k` a `!entry`, `d` a plain one)."""
@@ -464,6 +473,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
     hot = HotSet()
     queue: deque[tuple[str, str | None]] = deque()  # (function, runtime class of its self)
     exclude = exclude or []
+    excluded = functools.cache(lambda key: _excluded(exclude, key))  # asked again for each call of a cold function
 
     def followed(caller: str, site: CallSite, targets: list[str]) -> bool:
         """Follow the call, unless a configured fact rules out the branch it is in: then note what it
@@ -472,7 +482,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
             return True
         hot.cut.setdefault(site.assumed, set()).update(
             (caller, site.line, target) for target in targets
-            if not project.functions[target].memoized and not _excluded(exclude, target))
+            if not project.functions[target].memoized and not excluded(target))
         return False
 
     def add(key: str, chain: list[str], why: str | None = None, line: int | None = None) -> None:
@@ -486,13 +496,14 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
                 hot.roots[why] = hot.roots.get(why, 0) + 1
 
     def cold(key: str) -> bool:
-        if _excluded(exclude, key):
+        if excluded(key):
             hot.excluded.add(key)
             return True
         return False
 
-    matched = {key: pattern for key in project.functions
-               if (pattern := next((p for p in patterns if _matches(p, key)), None))}
+    first = _first_match(tuple(patterns))
+    matched = {key: patterns[int(found.lastgroup[1:])] for key in project.functions
+               if first is not None and (found := first.fullmatch(key)) is not None}
     entries = frozenset(info.class_qualname.rsplit(".", 1)[-1] for key in matched
                         if (info := project.functions[key]).class_qualname)
     for key, info in sorted(project.functions.items()):
