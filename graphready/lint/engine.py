@@ -311,8 +311,8 @@ class LintRun:
                     Candidate(PARSE_ERROR, line, column, line, column, f"cannot parse: {message}", ""))
         self.cache.save()
         chains = BranchTests({indexes[s.rel].module: s.text for s in python}, hot, project)
-        findings = [self._finding(rel, c, hot, chains) for rel, hits in candidates.items() for c in _one_per_line(hits)]
-        findings = [f for f in findings if self._enabled(f.rule, f.path)]
+        findings = [self._finding(rel, c, hot, chains) for rel, hits in candidates.items() for c in _one_per_line(hits)
+                    if self._enabled(c.rule, rel)]  # before the chain: tracing one parses the functions along it
         texts = {s.rel: s.text for s in sources if s.requested}
         findings, suppressed = self._suppress(findings, texts)
         for finding in findings + suppressed:
