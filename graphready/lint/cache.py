@@ -2,9 +2,10 @@
 
 One JSON file under `<root>/.graphready_cache/`, read once and written once per run, each file's entry in it a
 JSON text of its own (decoded only when used; written back as read unless it changed, so a run that re-indexes one
-file encodes one entry, not 800), and a small
-second one holding the last run's whole result under a key of every file's digest and every
-setting: a run where nothing changed reads only that (pre-commit on an untouched tree). JSON, not
+file encodes one entry, not 800); a small second one holding the last run's whole result under a key of every
+file's digest and every setting: a run where nothing changed reads only that (pre-commit on an untouched tree);
+and a third holding its hot path under a key of every file's index: an edit that leaves every index as it was (a
+comment, an expression within its lines) walks no call graph. JSON, not
 pickle, because linting untrusted pull requests is a documented use: a planted cache file must
 never run code. Plain JSON from the standard library rather than msgpack keeps the install at
 libcst and rich. Every entry is checked against the index classes' type hints when it is used;
@@ -28,6 +29,7 @@ from graphready.lint.scope.index import ModuleIndex
 CACHE_DIR = ".graphready_cache"
 FORMAT = "graphready-lint-cache"
 RUN_FORMAT = "graphready-lint-run"
+PROJECT_FORMAT = "graphready-lint-project"
 Result = TypeVar("Result")
 
 
@@ -35,6 +37,7 @@ Result = TypeVar("Result")
 class CacheEntry:
     digest: str  # of the file's bytes and the settings that change its analysis
     index: ModuleIndex
+    index_digest: str = ""  # of the index as first made (lazy): files indexed alike give one hot path
     analysis: dict[str, list[Candidate]] = field(default_factory=dict)  # hot-set key -> rule hits
     functions: dict[str, list[Candidate]] = field(default_factory=dict)  # function key (functionkeys.py) -> its hits
 
@@ -61,6 +64,7 @@ class LintCache:
         self.stamp = _code_stamp()
         self.path = root / CACHE_DIR / f"lint-{self.stamp}.json"
         self.run_path = root / CACHE_DIR / f"run-{self.stamp}.json"
+        self.project_path = root / CACHE_DIR / f"project-{self.stamp}.json"
         self.enabled = enabled
         self.raw: dict[str, object] = {}  # entries as read, JSON texts (decoded on first use), written back as read
         self.entries: dict[str, CacheEntry] = {}  # the decoded ones
@@ -135,17 +139,31 @@ class LintCache:
 
     def run_result(self, key: str, kind: type[Result]) -> Result | None:
         """The whole result of the last run, if it was made under `key` (every file digest and setting)."""
+        return self._record(self.run_path, RUN_FORMAT, key, kind)
+
+    def save_run_result(self, key: str, result: object) -> None:
+        self._save_record(self.run_path, RUN_FORMAT, key, result)
+
+    def project_stage(self, key: str, kind: type[Result]) -> Result | None:
+        """The hot path and project facts of the last run, if made under `key` (every index and setting)."""
+        return self._record(self.project_path, PROJECT_FORMAT, key, kind)
+
+    def save_project_stage(self, key: str, stage: object) -> None:
+        self._save_record(self.project_path, PROJECT_FORMAT, key, stage)
+
+    def _record(self, path: Path, kind_of_file: str, key: str, kind: type[Result]) -> Result | None:
         if not self.enabled:
             return None
         try:
-            with self.run_path.open("rb") as handle:
+            with path.open("rb") as handle:
                 data = json.load(handle)
-            if not (isinstance(data, dict) and data.get("format") == RUN_FORMAT and data.get("key") == key):
+            if not (isinstance(data, dict) and data.get("format") == kind_of_file and data.get("key") == key):
                 return None
             return decode(kind, data.get("result"))
         except (OSError, ValueError, TypeError, RecursionError):  # ShapeError is a ValueError
             return None
 
-    def save_run_result(self, key: str, result: object) -> None:
+    def _save_record(self, path: Path, kind_of_file: str, key: str, value: object) -> None:
         if self.enabled:
-            self._write(self.run_path, "run-", {"format": RUN_FORMAT, "key": key, "result": encode(result)})
+            prefix = path.name.split("-", 1)[0] + "-"
+            self._write(path, prefix, {"format": kind_of_file, "key": key, "result": encode(value)})

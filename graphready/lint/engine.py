@@ -30,7 +30,7 @@ from graphready.lint.scope.conditions import BranchTests
 from graphready.lint.scope.hotpath import (
     CAPTURE_STEP, HotSet, Project, _matches as matches_root, find_hot, untaken_fallbacks,
 )
-from graphready.lint.lazyindex import IndexPool, LazyFacts, index_file
+from graphready.lint.lazyindex import IndexPool, LazyFacts, index_digest, index_file
 from graphready.lint.scope.index import FunctionInfo, ModuleIndex, ModuleIndexer
 from graphready.sourcefile import SourceText, read_source
 from graphready.lint.scope.guards import Guards
@@ -68,6 +68,14 @@ class LintResult:
     requested: int = 0  # source files under the given paths, read or not
     failures: list[Failure] = field(default_factory=list)  # graphready's own, one per file or function (GR002)
     assumptions: list[dict] = field(default_factory=list)  # per assume-true/false fact: what it made cold
+
+
+@dataclass
+class ProjectStage:
+    """What a run works out from all of the indexes together: kept in the cache under a key of every index."""
+
+    hot: HotSet
+    facts: ProjectFacts
 
 
 @dataclass
@@ -271,12 +279,15 @@ class LintRun:
     def _run_key(self, sources: list[_Source], unreadable: dict[str, list[Candidate]]) -> str:
         """Everything a whole result depends on: graphready's code and catalog, every setting, the rules
         selected, and each file's digest (its bytes and the per-file settings) and whether it was named."""
-        config = replace(self.config, assumptions=[a.label for a in self.config.assumptions],
-                         own_assumptions=[a.label for a in self.config.own_assumptions])  # frozensets: no stable repr
-        stated = repr((run_stamp(catalog_dir()), config, self.selection, self.statistics,
+        stated = repr((run_stamp(catalog_dir()), self._stated_config(), self.selection, self.statistics,
                        [(s.rel, s.digest, s.requested) for s in sources],
                        sorted((rel, c[0].message) for rel, c in unreadable.items())))
         return hashlib.blake2b(stated.encode(), digest_size=16).hexdigest()
+
+    def _stated_config(self) -> Config:
+        """The settings, with a stable repr (the assume facts' frozensets have none)."""
+        return replace(self.config, assumptions=[a.label for a in self.config.assumptions],
+                       own_assumptions=[a.label for a in self.config.own_assumptions])
 
     def _lint(self, sources: list[_Source], unreadable: dict[str, list[Candidate]]) -> LintResult:
         """Everything but the baseline, which is applied to a result read from the cache too."""
@@ -286,18 +297,19 @@ class LintRun:
                          self._refilled, self.failures)
         try:
             with _uncollected():  # the indexes, decoded from the cache or sent back by workers, live to the end of the run
-                indexes = self._index(python, lazy)
-            with _whole_project("finding the hot path"):
-                project = Project({index.module: index for index in indexes.values()}, lazy)
-                if not any(index.parse_error for index in indexes.values()) and not self.failures:
-                    self._check_roots(project)  # a broken file, or one graphready failed on, may hold the root
-                    self._check_assumptions(indexes.values(), len(project.modules))
-                hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled,
-                               self.config.warm_up_before_capture)
+                indexes, index_digests = self._index(python, lazy)
+            project = Project({index.module: index for index in indexes.values()}, lazy)
+            stage_key = self._stage_key(index_digests) if len(index_digests) == len(python) else None
+            stage = self.cache.project_stage(stage_key, ProjectStage) if stage_key else None
+            if stage is None:
+                stage = self._project_stage(indexes, project)
+                if stage_key and not self.failures:  # a run where graphready failed may have walked less
+                    self.cache.save_project_stage(stage_key, stage)
         finally:
             lazy.close()
-        candidates = self._analyze([s for s in python if s.requested], indexes, project, hot)
-        assumptions = self._assumptions(python, indexes, project, hot) if self.config.assumptions else []
+        hot, shared = stage.hot, stage.facts
+        candidates = self._analyze([s for s in python if s.requested], indexes, project, hot, shared)
+        assumptions = self._assumptions(python, indexes, project, hot, shared) if self.config.assumptions else []
         candidates.update(unreadable)
         for source in sources:
             if source.requested and source.rel.endswith(CUDA_SUFFIXES):
@@ -335,6 +347,36 @@ class LintRun:
             assumptions=assumptions,
         )
 
+    def _stage_key(self, index_digests: dict[str, str]) -> str | None:
+        """Everything the hot path and the project's facts depend on: graphready's code, the settings and every
+        file's index as first made. None where assume facts are set (their statistics walk the project again)."""
+        if self.config.assumptions:
+            return None
+        stated = repr((run_stamp(catalog_dir()), self._stated_config(), sorted(index_digests.items())))
+        return hashlib.blake2b(stated.encode(), digest_size=16).hexdigest()
+
+    def _project_stage(self, indexes: dict[str, ModuleIndex], project: Project) -> ProjectStage:
+        """Check the configured roots and facts against the project, find the hot path, collect the facts every
+        file's analysis reads."""
+        with _whole_project("finding the hot path"):
+            if not any(index.parse_error for index in indexes.values()) and not self.failures:
+                self._check_roots(project)  # a broken file, or one graphready failed on, may hold the root
+                self._check_assumptions(indexes.values(), len(project.modules))
+            hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled,
+                           self.config.warm_up_before_capture)
+        with _whole_project("collecting the project's classes"):
+            facts = ProjectFacts(
+                tensor_functions={f"{index.module}.{info.qualname}" for index in indexes.values()
+                                  for info in index.functions.values() if info.returns_tensor},
+                autograd_functions=project.autograd_functions,
+                class_fields=_class_fields(project),
+                pageable_functions={f"{index.module}.{info.qualname}" for index in indexes.values()
+                                    for info in index.functions.values() if info.returns_pageable},
+                captured_device_fields=set().union(*(index.captured_device_fields for index in indexes.values())),
+                parameter_attrs=set().union(*(index.parameter_attrs for index in indexes.values())),
+                one_gpu_per_process=self.config.one_gpu_per_process)
+        return ProjectStage(hot, facts)
+
     def _check_roots(self, project: Project) -> None:
         """A hot-paths entry of the project's own that names no function is a typo or a stale
         name: linting on would check less than the user thinks, so it is an error."""
@@ -359,7 +401,7 @@ class LintRun:
                                  " --show-chain prints it, e.g. \"'dynamic' in self.rope_type\")")
 
     def _assumptions(self, python: list[_Source], indexes: dict[str, ModuleIndex], project: Project,
-                     hot: HotSet) -> list[dict]:
+                     hot: HotSet, shared: ProjectFacts) -> list[dict]:
         """Per assume-true/false fact: the branch tests it names and the calls of hot code its ruled-out
         branches hold; with `statistics`, also the functions hot only through those calls and the findings
         the facts took away (found by analysing, once more and without the facts, the code they rule out)."""
@@ -380,7 +422,7 @@ class LintRun:
         sources = [s for s in python if s.requested and indexes[s.rel].module in touched]
         kept, self.failures = self.failures, []  # graphready's failures on code the facts rule out are not the run's
         try:
-            hits = self._analyze(sources, indexes, project, whole, facts=False, cached=False)
+            hits = self._analyze(sources, indexes, project, whole, shared, facts=False, cached=False)
         finally:
             self.failures = kept
         for record in records.values():
@@ -418,15 +460,18 @@ class LintRun:
         return Guards.of(self.config.eager_if, self.config.captured_if, self.config.gpu_capability,
                          self.config.facts())
 
-    def _index(self, sources: list[_Source], lazy: LazyFacts) -> dict[str, ModuleIndex]:
-        """Each file's lazy index (lint/lazyindex.py), from the cache or made now; with enough files, by worker
-        processes that stay to answer the hot walk."""
+    def _index(self, sources: list[_Source], lazy: LazyFacts) -> tuple[dict[str, ModuleIndex], dict[str, str]]:
+        """Each file's lazy index (lint/lazyindex.py), from the cache or made now (with enough files, by worker
+        processes that stay to answer the hot walk), and each one's `index_digest` where there is a cache."""
         indexes: dict[str, ModuleIndex] = {}
+        digests: dict[str, str] = {}  # path -> `index_digest`, where the cache keeps one
         missing: list[_Source] = []
         for source in sources:
             entry = self.cache.get(source.rel, source.digest)
             if entry is not None:
                 indexes[source.rel] = entry.index
+                if entry.index_digest:
+                    digests[source.rel] = entry.index_digest
             else:
                 missing.append(source)
         guards = self._guards()
@@ -437,26 +482,27 @@ class LintRun:
         advance = self._phase("indexing", jobs)
         if self.jobs > 1 and len(jobs) >= PARALLEL_THRESHOLD:
             lazy.pool = IndexPool(self.jobs)
-            indexed = lazy.pool.index(jobs, advance)
+            indexed = lazy.pool.index(jobs, advance, self.cache.enabled)
         else:
             indexed = []
             for job in jobs:
                 found = index_file(job)
                 if isinstance(found, ModuleIndexer):
                     lazy.local[job[1]] = found
-                    found = found.index
+                    found = found.index, index_digest(found.index) if self.cache.enabled else ""
                 indexed.append(found)
                 if advance is not None:
                     advance()
-        for (module, *_), source, index in zip(jobs, missing, indexed):
-            if isinstance(index, Failure):  # the file stays out of the project and out of the cache
-                self.failures.append(index)
+        for (module, *_), source, made in zip(jobs, missing, indexed):
+            if isinstance(made, Failure):  # the file stays out of the project and out of the cache
+                self.failures.append(made)
                 indexes[source.rel] = ModuleIndex(module=module, path=source.rel)
                 continue
-            indexes[source.rel] = index
+            indexes[source.rel], digests[source.rel] = made
             earlier = self.cache.earlier(source.rel)  # the file's hits per function outlive its other edits
-            self.cache.put(source.rel, CacheEntry(source.digest, index, functions=earlier.functions if earlier else {}))
-        return indexes
+            self.cache.put(source.rel, CacheEntry(source.digest, made[0], digests[source.rel],
+                                                  functions=earlier.functions if earlier else {}))
+        return indexes, digests
 
     def _refilled(self, rel: str, ok: bool) -> None:
         """The hot walk filled in a function of `rel`: its cache entry is saved with it, unless graphready failed
@@ -471,29 +517,19 @@ class LintRun:
             self.cache.put(rel, entry)
 
     # -- phase 3 ---------------------------------------------------------------------------
-    def _analyze(self, sources: list[_Source], indexes, project: Project, hot: HotSet, facts: bool = True,
-                 cached: bool = True) -> dict[str, list[Candidate]]:
+    def _analyze(self, sources: list[_Source], indexes, project: Project, hot: HotSet, shared: ProjectFacts,
+                 facts: bool = True, cached: bool = True) -> dict[str, list[Candidate]]:
         """Rule hits per file; without `facts`, in the branches assume facts rule out too (not `cached`:
         those hits are only counted)."""
-        with _whole_project("collecting the project's classes"):
-            shared = ProjectFacts(
-                tensor_functions={f"{index.module}.{info.qualname}" for index in indexes.values()
-                                  for info in index.functions.values() if info.returns_tensor},
-                autograd_functions=project.autograd_functions,
-                class_fields=_class_fields(project),
-                pageable_functions={f"{index.module}.{info.qualname}" for index in indexes.values()
-                                    for info in index.functions.values() if info.returns_pageable},
-                captured_device_fields=set().union(*(index.captured_device_fields for index in indexes.values())),
-                parameter_attrs=set().union(*(index.parameter_attrs for index in indexes.values())),
-                one_gpu_per_process=self.config.one_gpu_per_process)
         project_salt = shared.digest()
         results: dict[str, list[Candidate]] = {}
-        pending: list[tuple[_Source, str, FileJob]] = []
+        pending: list[tuple] = []  # (source, file key, function keys, cached hits by qualname, FileJob or None)
         for source in sources:
             index = indexes[source.rel]
             targets = []
             for info in index.functions.values():
                 if info.key in hot or info.capture_bodies or info.mentions_graph or info.padded_rows:
+                    project.deep(info.key)  # a hot path from the cache walked none of this run's lazy indexes
                     with recorded(self.failures, source.rel, "analysing", info):
                         target = _without_untaken_branches(info, hot.given_params.get(info.key), facts)
                         targets.append((target, info.key in hot))

@@ -9,12 +9,15 @@ the cache (parsed again, only when a function the last run left unworked is reac
 from __future__ import annotations
 
 import gc
+import hashlib
+import json
 import multiprocessing
 from collections import deque
 from multiprocessing.connection import Connection, wait
 from typing import Callable
 
 from graphready.lint.analysis.deep import call_deep
+from graphready.lint.datacodec import encode
 from graphready.lint.failures import Failure
 from graphready.lint.scope.guards import Guards
 from graphready.lint.scope.index import FunctionInfo, ModuleIndex, ModuleIndexer, module_indexer
@@ -33,6 +36,12 @@ def index_file(job: IndexJob) -> ModuleIndexer | Failure:
         return call_deep(module_indexer, module, rel, text, guards, is_package, True)
     except Exception as exc:
         return Failure.of(exc, rel, "indexing", lost=LOST)
+
+
+def index_digest(index: ModuleIndex) -> str:
+    """Of a lazy index as first made: files indexed alike give the same hot path."""
+    text = json.dumps(encode(index), separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def deepen(indexer: ModuleIndexer, qualnames: list[str]) -> dict[str, tuple | Failure]:
@@ -63,7 +72,7 @@ def _serve(connection: Connection) -> None:
                 connection.send(found)
             else:
                 indexers[found.index.path] = found
-                connection.send(found.index)
+                connection.send((found.index, index_digest(found.index) if message[2] else ""))
         elif message[0] == "deepen":
             connection.send(deepen(indexers[message[1]], message[2]))
         else:
@@ -86,17 +95,19 @@ class IndexPool:
         self.owner: dict[str, int] = {}  # path -> the worker holding its tree
         self.asked: list[deque[str]] = [deque() for _ in range(workers)]  # per worker, the paths asked, in order
 
-    def index(self, jobs: list[IndexJob], advance: Callable[[], None] | None) -> list[ModuleIndex | Failure]:
-        """Each job's index, the largest files first, each sent to a worker with room for it."""
+    def index(self, jobs: list[IndexJob], advance: Callable[[], None] | None,
+              digests: bool) -> list[tuple[ModuleIndex, str] | Failure]:
+        """Each job's index (and with `digests`, its `index_digest`), the largest files first, each sent to a worker
+        with room for it."""
         order = sorted(range(len(jobs)), key=lambda i: len(jobs[i][2]), reverse=True)
-        results: list[ModuleIndex | Failure | None] = [None] * len(jobs)
+        results: list[tuple[ModuleIndex, str] | Failure | None] = [None] * len(jobs)
         busy: list[deque[int]] = [deque() for _ in self.connections]
         pending = deque(order)
         while pending or any(busy):
             for worker, connection in enumerate(self.connections):
                 while pending and len(busy[worker]) < IN_FLIGHT:
                     position = pending.popleft()
-                    connection.send(("index", jobs[position]))
+                    connection.send(("index", jobs[position], digests))
                     busy[worker].append(position)
             for connection in wait([c for c, b in zip(self.connections, busy) if b]):
                 worker = self.connections.index(connection)
@@ -186,8 +197,7 @@ class LazyFacts:
         return self.local[path]
 
     def close(self) -> None:
-        """Free the trees (stop the workers); a later question parses its file again."""
+        """Stop the workers (their trees are freed); a later question about their files parses the file again."""
         if self.pool is not None:
             self.pool.close()
             self.pool = None
-        self.local.clear()

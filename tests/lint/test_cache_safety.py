@@ -50,7 +50,8 @@ def test_a_planted_pickle_never_runs(project, capsys):
 
     written = json.loads(cache.path.read_text())  # replaced by a plain JSON cache, stale files gone
     assert written["format"] == "graphready-lint-cache" and set(written["entries"]) == {"mod.py"}
-    assert sorted(p.name for p in cache.path.parent.iterdir()) == [".gitignore", cache.path.name, cache.run_path.name]
+    assert sorted(p.name for p in cache.path.parent.iterdir()) == sorted(
+        [".gitignore", cache.path.name, cache.project_path.name, cache.run_path.name])
     assert json.loads(cache.run_path.read_text())["format"] == "graphready-lint-run"
 
 

@@ -96,3 +96,18 @@ def test_a_moved_function_is_analysed_again_with_its_new_lines(project, analysed
     (project / "step.py").write_text(STEP.replace("import torch\n", "import torch\n\nLIMIT = 4\n"))
     assert _findings(capsys) == [(11, "GR103"), (18, "GR101")]
     assert sorted(analysed) == ["other", "step"]
+
+
+def test_the_hot_path_is_walked_again_only_when_an_index_changes(project, monkeypatch, capsys):
+    from graphready.lint import engine
+
+    walks = []
+    find_hot = engine.find_hot
+    monkeypatch.setattr(engine, "find_hot", lambda *args, **kwargs: walks.append(1) or find_hot(*args, **kwargs))
+    assert _findings(capsys) == [(9, "GR103"), (16, "GR101")]
+    (project / "step.py").write_text(STEP.replace("return x + 1", "return x + 2") + "# a comment\n")
+    assert _findings(capsys) == [(9, "GR103"), (16, "GR101")]
+    assert len(walks) == 1  # same lines, same calls: every index as it was
+    (project / "helpers.py").write_text(HELPERS + "\n\ndef more(x):\n    return helper(x)\n")
+    assert _findings(capsys) == [(9, "GR103"), (16, "GR101")]
+    assert len(walks) == 2
