@@ -31,7 +31,7 @@ from graphready.lint.scope.hotpath import (
     CAPTURE_STEP, HotSet, Project, _matches as matches_root, find_hot, untaken_fallbacks,
 )
 from graphready.lint.lazyindex import IndexPool, LazyFacts, index_digest, index_file
-from graphready.lint.scope.index import FunctionInfo, ModuleIndex, ModuleIndexer
+from graphready.lint.scope.index import FunctionInfo, ModuleIndex
 from graphready.sourcefile import SourceText, read_source
 from graphready.lint.scope.guards import Guards
 from graphready.lint.analysis.candidate import PARSE_ERROR, UNUSED_SUPPRESSION
@@ -72,10 +72,37 @@ class LintResult:
 
 @dataclass
 class ProjectStage:
-    """What a run works out from all of the indexes together: kept in the cache under a key of every index."""
+    """What a run works out from all of the indexes together: kept in the cache under a key of every index, so a
+    run that reuses it reads only the indexes of the files it analyses again."""
 
     hot: HotSet
     facts: ProjectFacts
+    targets: dict[str, list[str]]  # path -> the functions the rules check (hot, or holding capture sites ...)
+    parse_errors: dict[str, tuple[int, int, str]]  # path -> where and why the stdlib parser gave up
+
+
+class _Indexes:
+    """path -> ModuleIndex: those made this run, and those from the cache decoded when first read."""
+
+    def __init__(self, cached: dict[str, str], made: dict[str, ModuleIndex], cache: LintCache,
+                 remake: Callable[[str], ModuleIndex]):
+        self.cached = cached  # path -> file digest, in the order of the sources
+        self.made = made
+        self.decoded: dict[str, ModuleIndex] = {}
+        self.cache = cache
+        self.remake = remake  # for an entry that fails its checks once decoded
+
+    def __getitem__(self, rel: str) -> ModuleIndex:
+        if rel in self.made:
+            return self.made[rel]
+        if rel not in self.decoded:
+            entry = self.cache.get(rel, self.cached[rel])
+            self.decoded[rel] = entry.index if entry is not None else self.remake(rel)
+        return self.decoded[rel]
+
+    def every(self) -> dict[str, ModuleIndex]:
+        """All of them: those from the cache first."""
+        return {**{rel: self[rel] for rel in self.cached}, **self.made}
 
 
 @dataclass
@@ -203,6 +230,21 @@ def _one_per_line(hits: list[Candidate]) -> list[Candidate]:
     return list(first.values())
 
 
+def _checked(info: FunctionInfo, hot: HotSet) -> bool:
+    """The rules run on hot functions, and on any holding a capture site, `graph(`/`.replay(` or padded rows."""
+    return bool(info.key in hot or info.capture_bodies or info.mentions_graph or info.padded_rows)
+
+
+def _file_key(targets: list[tuple[str, bool]], hot: HotSet, salt: str) -> str:
+    """What a file's hits are cached under, besides its digest: the functions checked (and which are hot), what
+    the hot path says of them, and the project's facts."""
+    hot_keys = {key for key, is_hot in targets if is_hot}
+    warm_up = (hot_keys & hot.unwarmed, hot_keys & hot.warmed, hot_keys & hot.uncompiled)
+    host_params = {k: sorted(hot.host_params[k]) for k in sorted(hot_keys & hot.host_params.keys())}
+    given = {k: sorted(hot.given_params[k]) for k in sorted(hot_keys & hot.given_params.keys())}
+    return repr((sorted(targets), [sorted(w) for w in warm_up], host_params, given, salt))
+
+
 def _without_untaken_branches(info: FunctionInfo, given: set[str] | None, facts: bool = True) -> FunctionInfo:
     """`info` with its `if scale is None:` fallbacks made cold where every hot caller passes `scale`, and
     (with `facts`) the branches an assume-true/false fact rules out."""
@@ -298,31 +340,39 @@ class LintRun:
         try:
             with _uncollected():  # the indexes, decoded from the cache or sent back by workers, live to the end of the run
                 indexes, index_digests = self._index(python, lazy)
-            project = Project({index.module: index for index in indexes.values()}, lazy)
-            stage_key = self._stage_key(index_digests) if len(index_digests) == len(python) else None
-            stage = self.cache.project_stage(stage_key, ProjectStage) if stage_key else None
-            if stage is None:
-                stage = self._project_stage(indexes, project)
+                stage_key = self._stage_key(index_digests) if len(index_digests) == len(python) else None
+                stage = self.cache.project_stage(stage_key, ProjectStage) if stage_key else None
+                every = indexes.every() if stage is None else None
+            project = None
+            if every is not None:
+                project = Project({index.module: index for index in every.values()}, lazy)
+                stage = self._project_stage(every, project)
                 if stage_key and not self.failures:  # a run where graphready failed may have walked less
                     self.cache.save_project_stage(stage_key, stage)
         finally:
             lazy.close()
         hot, shared = stage.hot, stage.facts
-        candidates = self._analyze([s for s in python if s.requested], indexes, project, hot, shared)
-        assumptions = self._assumptions(python, indexes, project, hot, shared) if self.config.assumptions else []
+        candidates = self._analyze([s for s in python if s.requested], indexes, lazy, hot, shared, stage.targets)
+        assumptions = self._assumptions(python, every, project, lazy, hot, shared) if self.config.assumptions else []
         candidates.update(unreadable)
         for source in sources:
             if source.requested and source.rel.endswith(CUDA_SUFFIXES):
                 with recorded(self.failures, source.rel, "scanning"):
                     candidates[source.rel] = scan_cuda(source.text)
         for source in python:
-            error = indexes[source.rel].parse_error
+            error = stage.parse_errors.get(source.rel)
             if source.requested and error:
                 line, column, message = error
                 candidates.setdefault(source.rel, []).append(
                     Candidate(PARSE_ERROR, line, column, line, column, f"cannot parse: {message}", ""))
         self.cache.save()
-        chains = BranchTests({indexes[s.rel].module: s.text for s in python}, hot, project)
+        owners = {module_name(s.rel)[0]: s.rel for s in python}
+
+        def function(key: str) -> FunctionInfo | None:
+            module, _, qualname = key.partition(":")
+            return indexes[owners[module]].functions.get(qualname) if module in owners else None
+
+        chains = BranchTests({module_name(s.rel)[0]: s.text for s in python}, hot, function)
         findings = [self._finding(rel, c, hot, chains) for rel, hits in candidates.items() for c in _one_per_line(hits)
                     if self._enabled(c.rule, rel)]  # before the chain: tracing one parses the functions along it
         texts = {s.rel: s.text for s in sources if s.requested}
@@ -333,7 +383,9 @@ class LintRun:
                 finding.severity = override
         # graphready's own failures: never selected away, suppressed, re-graded or baselined
         failed = [self._finding(f.path, f.candidate(), hot, None) for f in self.failures]
-        assign_fingerprints(findings + suppressed + failed, {rel: text.splitlines() for rel, text in texts.items()})
+        reported = findings + suppressed + failed
+        paths = {finding.path for finding in reported}  # a fingerprint reads its line: only these files are split
+        assign_fingerprints(reported, {rel: text.splitlines() for rel, text in texts.items() if rel in paths})
         requested_sources = [s for s in sources if s.requested]
         return LintResult(
             findings=sorted(findings + failed, key=Finding.sort_key),
@@ -375,7 +427,10 @@ class LintRun:
                 captured_device_fields=set().union(*(index.captured_device_fields for index in indexes.values())),
                 parameter_attrs=set().union(*(index.parameter_attrs for index in indexes.values())),
                 one_gpu_per_process=self.config.one_gpu_per_process)
-        return ProjectStage(hot, facts)
+        targets = {rel: names for rel, index in indexes.items()
+                   if (names := [info.qualname for info in index.functions.values() if _checked(info, hot)])}
+        errors = {rel: index.parse_error for rel, index in indexes.items() if index.parse_error}
+        return ProjectStage(hot, facts, targets, errors)
 
     def _check_roots(self, project: Project) -> None:
         """A hot-paths entry of the project's own that names no function is a typo or a stale
@@ -401,7 +456,7 @@ class LintRun:
                                  " --show-chain prints it, e.g. \"'dynamic' in self.rope_type\")")
 
     def _assumptions(self, python: list[_Source], indexes: dict[str, ModuleIndex], project: Project,
-                     hot: HotSet, shared: ProjectFacts) -> list[dict]:
+                     lazy: LazyFacts, hot: HotSet, shared: ProjectFacts) -> list[dict]:
         """Per assume-true/false fact: the branch tests it names and the calls of hot code its ruled-out
         branches hold; with `statistics`, also the functions hot only through those calls and the findings
         the facts took away (found by analysing, once more and without the facts, the code they rule out)."""
@@ -422,7 +477,7 @@ class LintRun:
         sources = [s for s in python if s.requested and indexes[s.rel].module in touched]
         kept, self.failures = self.failures, []  # graphready's failures on code the facts rule out are not the run's
         try:
-            hits = self._analyze(sources, indexes, project, whole, shared, facts=False, cached=False)
+            hits = self._analyze(sources, indexes, lazy, whole, shared, None, facts=False, cached=False)
         finally:
             self.failures = kept
         for record in records.values():
@@ -460,18 +515,16 @@ class LintRun:
         return Guards.of(self.config.eager_if, self.config.captured_if, self.config.gpu_capability,
                          self.config.facts())
 
-    def _index(self, sources: list[_Source], lazy: LazyFacts) -> tuple[dict[str, ModuleIndex], dict[str, str]]:
-        """Each file's lazy index (lint/lazyindex.py), from the cache or made now (with enough files, by worker
-        processes that stay to answer the hot walk), and each one's `index_digest` where there is a cache."""
-        indexes: dict[str, ModuleIndex] = {}
-        digests: dict[str, str] = {}  # path -> `index_digest`, where the cache keeps one
+    def _index(self, sources: list[_Source], lazy: LazyFacts) -> tuple[_Indexes, dict[str, str]]:
+        """Each file's lazy index (lint/lazyindex.py), from the cache (decoded when first read) or made now (with
+        enough files, by worker processes that stay to answer the hot walk), and each one's `index_digest`."""
+        cached: dict[str, str] = {}
+        digests: dict[str, str] = {}
         missing: list[_Source] = []
         for source in sources:
-            entry = self.cache.get(source.rel, source.digest)
-            if entry is not None:
-                indexes[source.rel] = entry.index
-                if entry.index_digest:
-                    digests[source.rel] = entry.index_digest
+            found = self.cache.index_digest(source.rel, source.digest)
+            if found is not None:
+                cached[source.rel], digests[source.rel] = source.digest, found
             else:
                 missing.append(source)
         guards = self._guards()
@@ -486,23 +539,41 @@ class LintRun:
         else:
             indexed = []
             for job in jobs:
-                found = index_file(job)
-                if isinstance(found, ModuleIndexer):
-                    lazy.local[job[1]] = found
-                    found = found.index, index_digest(found.index) if self.cache.enabled else ""
-                indexed.append(found)
+                indexed.append(self._index_here(job, lazy))
                 if advance is not None:
                     advance()
-        for (module, *_), source, made in zip(jobs, missing, indexed):
-            if isinstance(made, Failure):  # the file stays out of the project and out of the cache
-                self.failures.append(made)
-                indexes[source.rel] = ModuleIndex(module=module, path=source.rel)
-                continue
-            indexes[source.rel], digests[source.rel] = made
-            earlier = self.cache.earlier(source.rel)  # the file's hits per function outlive its other edits
-            self.cache.put(source.rel, CacheEntry(source.digest, made[0], digests[source.rel],
-                                                  functions=earlier.functions if earlier else {}))
-        return indexes, digests
+        made: dict[str, ModuleIndex] = {}
+        for job, source, found in zip(jobs, missing, indexed):
+            made[source.rel] = self._keep(source, job[0], found, digests)
+        by_path = {source.rel: source for source in sources}
+
+        def remake(rel: str) -> ModuleIndex:
+            source = by_path[rel]
+            module, is_package = module_name(rel)
+            job = (module, rel, source.text, guards, is_package)
+            return self._keep(source, module, self._index_here(job, lazy), digests)
+
+        return _Indexes(cached, made, self.cache, remake), digests
+
+    def _index_here(self, job, lazy: LazyFacts) -> tuple[ModuleIndex, str] | Failure:
+        """One file's index made in this process (its indexer kept to answer the walk), and its digest."""
+        found = index_file(job)
+        if isinstance(found, Failure):
+            return found
+        lazy.local[job[1]] = found
+        return found.index, index_digest(found.index) if self.cache.enabled else ""
+
+    def _keep(self, source: _Source, module: str, made: tuple[ModuleIndex, str] | Failure,
+              digests: dict[str, str]) -> ModuleIndex:
+        """The index made for `source`, put in the cache; an empty one for a file graphready failed on."""
+        if isinstance(made, Failure):  # the file stays out of the project and out of the cache
+            self.failures.append(made)
+            return ModuleIndex(module=module, path=source.rel)
+        index, digests[source.rel] = made
+        earlier = self.cache.earlier(source.rel)  # the file's hits per function outlive its other edits
+        self.cache.put(source.rel, CacheEntry(source.digest, index, digests[source.rel],
+                                              functions=earlier.functions if earlier else {}))
+        return index
 
     def _refilled(self, rel: str, ok: bool) -> None:
         """The hot walk filled in a function of `rel`: its cache entry is saved with it, unless graphready failed
@@ -517,30 +588,40 @@ class LintRun:
             self.cache.put(rel, entry)
 
     # -- phase 3 ---------------------------------------------------------------------------
-    def _analyze(self, sources: list[_Source], indexes, project: Project, hot: HotSet, shared: ProjectFacts,
-                 facts: bool = True, cached: bool = True) -> dict[str, list[Candidate]]:
-        """Rule hits per file; without `facts`, in the branches assume facts rule out too (not `cached`:
-        those hits are only counted)."""
+    def _analyze(self, sources: list[_Source], indexes, lazy: LazyFacts, hot: HotSet, shared: ProjectFacts,
+                 checked: dict[str, list[str]] | None, facts: bool = True,
+                 cached: bool = True) -> dict[str, list[Candidate]]:
+        """Rule hits per file. `checked`: the functions of each file the rules run on, as the project stage
+        found them (a file whose hits are cached needs no index); None: found from the indexes. Without
+        `facts`, in the branches assume facts rule out too (not `cached`: those hits are only counted)."""
         project_salt = shared.digest()
         results: dict[str, list[Candidate]] = {}
         pending: list[tuple] = []  # (source, file key, function keys, cached hits by qualname, FileJob or None)
         for source in sources:
+            if checked is not None:
+                module = module_name(source.rel)[0]
+                names = checked.get(source.rel, [])
+                key = _file_key([(f"{module}:{name}", f"{module}:{name}" in hot) for name in names], hot, project_salt)
+                found = self.cache.hits(source.rel, source.digest, key) if names and cached else None
+                if found is not None or not names:
+                    if found is not None:
+                        results[source.rel] = found
+                    continue
             index = indexes[source.rel]
             targets = []
             for info in index.functions.values():
-                if info.key in hot or info.capture_bodies or info.mentions_graph or info.padded_rows:
-                    project.deep(info.key)  # a hot path from the cache walked none of this run's lazy indexes
+                if _checked(info, hot):
+                    if not info.deep:  # a hot path from the cache walked none of this run's lazy indexes
+                        lazy.fill(source.rel, info)
                     with recorded(self.failures, source.rel, "analysing", info):
                         target = _without_untaken_branches(info, hot.given_params.get(info.key), facts)
                         targets.append((target, info.key in hot))
             if not targets:
                 continue
+            key = _file_key([(info.key, is_hot) for info, is_hot in targets], hot, project_salt)
             hot_keys = {info.key for info, is_hot in targets if is_hot}
             warm_up = (hot_keys & hot.unwarmed, hot_keys & hot.warmed, hot_keys & hot.uncompiled)
             host_params = {k: sorted(hot.host_params[k]) for k in sorted(hot_keys & hot.host_params.keys())}
-            given = {k: sorted(hot.given_params[k]) for k in sorted(hot_keys & hot.given_params.keys())}
-            key = repr((sorted((i.key, h) for i, h in targets), [sorted(w) for w in warm_up], host_params, given,
-                        project_salt))
             entry = self.cache.get(source.rel, source.digest) if cached else None
             if entry is not None and key in entry.analysis:
                 results[source.rel] = entry.analysis[key]
@@ -596,7 +677,7 @@ class LintRun:
     def _chain(self, rel: str, function: str, hot: HotSet, chains: BranchTests | None) -> list[str]:
         """The hot chain with the branch tests along it; without them (and a GR002) where tracing those fails."""
         if chains is not None and function not in self.bare_chains:
-            with recorded(self.failures, rel, "tracing the hot chain of", chains.project.functions.get(function),
+            with recorded(self.failures, rel, "tracing the hot chain of", chains.function(function),
                           lost="its findings show that chain without the branch tests along it", checked=True):
                 return chains.chain(function)
             self.bare_chains.add(function)

@@ -60,17 +60,18 @@ def test_entries_of_the_wrong_shape_are_dropped_and_remade(project, capsys):
     first = json.loads(capsys.readouterr().out)["findings"]
     cache = LintCache(project, True)
     data = json.loads(cache.path.read_text())
-    entry = json.loads(data["entries"]["mod.py"])  # each entry is a JSON text of its own
-    entry["index"]["functions"]["step"]["lineno"] = "7; import os"  # a string where an int belongs
+    entry = data["entries"]["mod.py"]
+    body = json.loads(entry["body"])  # the index is a JSON text of its own
+    body["index"]["functions"]["step"]["lineno"] = "7; import os"  # a string where an int belongs
+    entry["body"] = json.dumps(body)
     entry["analysis"] = {key: [{"rule": "GR101", "line": 1}] for key in entry["analysis"]}
-    data["entries"]["mod.py"] = json.dumps(entry)
     cache.path.write_text(json.dumps(data))
     run = json.loads(cache.run_path.read_text())  # the whole result of that run, which this one would reuse
     run["result"]["findings"] = [{"rule": "GR101", "line": "1"}]  # of the wrong shape: read nothing from it
     cache.run_path.write_text(json.dumps(run))
     assert main(["lint", "--format", "json"]) == 1
     assert json.loads(capsys.readouterr().out)["findings"] == first
-    remade = json.loads(json.loads(cache.path.read_text())["entries"]["mod.py"])
+    remade = json.loads(json.loads(cache.path.read_text())["entries"]["mod.py"]["body"])
     assert remade["index"]["functions"]["step"]["lineno"] == 6
 
 
@@ -79,12 +80,13 @@ def test_a_truncated_entry_is_remade_silently(project, capsys):
     first = capsys.readouterr().out
     cache = LintCache(project, True)
     data = json.loads(cache.path.read_text())
-    data["entries"]["mod.py"] = data["entries"]["mod.py"][:40]  # cut off mid-entry: not JSON
+    data["entries"]["mod.py"]["body"] = data["entries"]["mod.py"]["body"][:40]  # cut off mid-index: not JSON
     cache.path.write_text(json.dumps(data))
     cache.run_path.unlink()
+    cache.project_path.unlink()  # the hot path is walked again: the index is read
     assert main(["lint", "--format", "json"]) == 1
     assert capsys.readouterr().out == first
-    assert json.loads(json.loads(cache.path.read_text())["entries"]["mod.py"])["index"]["module"] == "mod"
+    assert json.loads(json.loads(cache.path.read_text())["entries"]["mod.py"]["body"])["index"]["module"] == "mod"
 
 
 def test_a_whole_result_is_reused_only_for_the_same_files_and_settings(project, capsys):
