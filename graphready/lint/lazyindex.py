@@ -23,7 +23,10 @@ from graphready.lint.scope.guards import Guards
 from graphready.lint.scope.index import FunctionInfo, ModuleIndex, ModuleIndexer, module_indexer
 
 DEEP_FIELDS = ("calls", "excluded", "memo", "cold_spans", "empty_when_captured", "never_runs", "assumed")
-IN_FLIGHT = 2  # files sent to a worker ahead of its results: it never waits for the next one
+# A worker and this process must never both block sending (each waiting for the other to read): a file is sent
+# to a worker only once it has sent back the last one, and questions, which are small, only while fewer than AHEAD
+# of its answers are unread.
+AHEAD = 32
 LOST = "none of its code was checked and calls through it were not followed (the hot path may miss what they reach)"
 DEEP_LOST = "its calls were not followed (the hot path may miss what they reach)"
 IndexJob = tuple[str, str, str, Guards, bool]  # module, path, source, guards, is_package
@@ -94,6 +97,7 @@ class IndexPool:
             self.processes.append(process)
         self.owner: dict[str, int] = {}  # path -> the worker holding its tree
         self.asked: list[deque[str]] = [deque() for _ in range(workers)]  # per worker, the paths asked, in order
+        self.answers: dict[tuple[str, str], tuple | Failure] = {}  # (path, qualname) -> answers read, not yet taken
 
     def index(self, jobs: list[IndexJob], advance: Callable[[], None] | None,
               digests: bool) -> list[tuple[ModuleIndex, str] | Failure]:
@@ -101,17 +105,16 @@ class IndexPool:
         with room for it."""
         order = sorted(range(len(jobs)), key=lambda i: len(jobs[i][2]), reverse=True)
         results: list[tuple[ModuleIndex, str] | Failure | None] = [None] * len(jobs)
-        busy: list[deque[int]] = [deque() for _ in self.connections]
+        busy: list[int | None] = [None for _ in self.connections]  # the job each worker is on
         pending = deque(order)
-        while pending or any(busy):
+        while pending or any(b is not None for b in busy):
             for worker, connection in enumerate(self.connections):
-                while pending and len(busy[worker]) < IN_FLIGHT:
-                    position = pending.popleft()
-                    connection.send(("index", jobs[position], digests))
-                    busy[worker].append(position)
-            for connection in wait([c for c, b in zip(self.connections, busy) if b]):
+                if pending and busy[worker] is None:
+                    busy[worker] = pending.popleft()
+                    connection.send(("index", jobs[busy[worker]], digests))
+            for connection in wait([c for c, b in zip(self.connections, busy) if b is not None]):
                 worker = self.connections.index(connection)
-                position = busy[worker].popleft()
+                position, busy[worker] = busy[worker], None
                 results[position] = connection.recv()
                 if not isinstance(results[position], Failure):
                     self.owner[jobs[position][1]] = worker
@@ -120,23 +123,32 @@ class IndexPool:
         return results
 
     def ask(self, path: str, qualnames: list[str]) -> None:
-        """Start working out these functions' deep facts (answers come back in the order asked)."""
+        """Start working out these functions' deep facts."""
         worker = self.owner[path]
+        while len(self.asked[worker]) >= AHEAD:
+            self._read(worker)
         self.connections[worker].send(("deepen", path, qualnames))
         self.asked[worker].append(path)
 
-    def answer(self, path: str) -> dict[str, tuple | Failure]:
-        """The next answer about `path`'s functions (answers to earlier questions to its worker come first: see
-        `LazyFacts`, which keeps them)."""
-        worker = self.owner[path]
-        self.asked[worker].popleft()
-        return self.connections[worker].recv()
+    def answer(self, path: str, qualname: str) -> tuple | Failure:
+        """The deep facts of a function asked about (the worker answers in the order asked)."""
+        while (path, qualname) not in self.answers:
+            self._read(self.owner[path])
+        return self.answers.pop((path, qualname))
+
+    def _read(self, worker: int) -> None:
+        path = self.asked[worker].popleft()
+        for qualname, facts in self.connections[worker].recv().items():
+            self.answers[(path, qualname)] = facts
 
     def close(self) -> None:
-        for connection in self.connections:
+        """Read the answers not taken (a worker blocked sending one would never stop), then stop the workers."""
+        for worker, connection in enumerate(self.connections):
             try:
+                while self.asked[worker]:
+                    self._read(worker)
                 connection.send(("stop",))
-            except OSError:  # a worker that died is gone already
+            except (OSError, EOFError):  # a worker that died is gone already
                 pass
             connection.close()
         for process in self.processes:
@@ -155,16 +167,14 @@ class LazyFacts:
         self.failures = failures
         self.pool: IndexPool | None = None
         self.local: dict[str, ModuleIndexer] = {}  # path -> an indexer of this process
-        self.asked: dict[tuple[str, str], FunctionInfo] = {}  # (path, qualname) -> the function asked about
-        self.answers: dict[tuple[str, str], tuple | Failure] = {}  # answers read while waiting for another
+        self.asked: set[tuple[str, str]] = set()  # (path, qualname) asked of the pool
 
     def want(self, path: str, info: FunctionInfo) -> None:
         """The walk will need `info`'s facts: a worker that holds its tree starts on them now."""
-        if info.deep or (path, info.qualname) in self.asked:
+        if info.deep or (path, info.qualname) in self.asked or self.pool is None or path not in self.pool.owner:
             return
-        self.asked[(path, info.qualname)] = info
-        if self.pool is not None and path in self.pool.owner:
-            self.pool.ask(path, [info.qualname])
+        self.asked.add((path, info.qualname))
+        self.pool.ask(path, [info.qualname])
 
     def fill(self, path: str, info: FunctionInfo) -> None:
         """Give `info` its deep facts now."""
@@ -172,15 +182,11 @@ class LazyFacts:
             return
         self.want(path, info)
         key = (path, info.qualname)
-        if self.pool is not None and path in self.pool.owner:
-            while key not in self.answers:
-                asked = self.pool.asked[self.pool.owner[path]][0]
-                for qualname, facts in self.pool.answer(asked).items():
-                    self.answers[(asked, qualname)] = facts
-            facts = self.answers.pop(key)
+        if key in self.asked:
+            facts = self.pool.answer(path, info.qualname)
+            self.asked.discard(key)
         else:
             facts = deepen(self._local(path), [info.qualname])[info.qualname]
-        del self.asked[key]
         failed = isinstance(facts, Failure)
         if failed:
             self.failures.append(facts)
@@ -201,3 +207,4 @@ class LazyFacts:
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+            self.asked.clear()

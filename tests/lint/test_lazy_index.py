@@ -4,6 +4,7 @@ finds exactly what an index of every function finds: in one process, in worker p
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from graphready.errors import EXIT_INTERNAL
 from graphready.lint.cache import LintCache
 from graphready.lint.datacodec import encode
 from graphready.lint.files import module_name
+from graphready.lint.lazyindex import IndexPool
 from graphready.lint.scope.guards import Guards
 from graphready.lint.scope.index import ModuleIndexer, index_module, module_indexer
 
@@ -113,3 +115,30 @@ def test_a_function_that_fails_to_be_worked_out_is_reported_and_its_file_not_cac
     assert out["findings"][0]["message"].startswith("graphready failed while indexing `helper`")
     assert "helpers.py" not in json.loads(LintCache(project, True).path.read_text())["entries"]
     assert main(["lint", "--format", "json", "-j", jobs]) == 0
+
+
+def test_workers_answer_a_walk_that_asks_about_every_function_at_once():
+    """Thousands of questions with long answers: neither side may wait on the other to read (both blocked sending
+    into full buffers would hang the run)."""
+    calls = "".join(f"    helper_{n}(x, y, z)\n" for n in range(60))
+    source = "".join(f"def helper_{n}(x, y=None, z=None):\n{calls}    return x\n\n\n" for n in range(400))
+    jobs = [(f"mod{m}", f"mod{m}.py", source, Guards(), False) for m in range(4)]
+    answers = {}
+
+    def walk():
+        pool = IndexPool(2)
+        try:
+            indexes = pool.index(jobs, None, digests=False)
+            asked = [(index.path, qualname) for index, _ in indexes for qualname in index.functions]
+            for path, qualname in asked:
+                pool.ask(path, [qualname])
+            for path, qualname in asked:
+                answers[(path, qualname)] = pool.answer(path, qualname)
+        finally:
+            pool.close()
+
+    worker = threading.Thread(target=walk, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "the index workers and the walk wait on each other"
+    assert len(answers) == 1600 and all(len(facts[0]) == 60 for facts in answers.values())  # every call site
