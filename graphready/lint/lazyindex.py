@@ -64,20 +64,29 @@ def deepen(indexer: ModuleIndexer, qualnames: list[str]) -> dict[str, tuple | Fa
 
 def _serve(connection: Connection) -> None:
     """A worker: index the files it is sent, keep their indexers, answer for their functions until told to stop.
-    The kept trees live to the end, so the cyclic collector (which would walk them again and again) stays off."""
+    A file's tree is dropped once every function in it is worked out (none is asked about twice); the others live
+    to the end, so the cyclic collector (which would walk them again and again) stays off."""
     gc.disable()
     indexers: dict[str, ModuleIndexer] = {}
+    unworked: dict[str, int] = {}  # path -> its functions not worked out yet
     while True:
         message = connection.recv()
         if message[0] == "index":
             found = index_file(message[1])
             if isinstance(found, Failure):
                 connection.send(found)
-            else:
-                indexers[found.index.path] = found
-                connection.send((found.index, index_digest(found.index) if message[2] else ""))
+                continue
+            path = found.index.path
+            unworked[path] = sum(not info.deep for info in found.index.functions.values())
+            if unworked[path]:
+                indexers[path] = found
+            connection.send((found.index, index_digest(found.index) if message[2] else ""))
         elif message[0] == "deepen":
-            connection.send(deepen(indexers[message[1]], message[2]))
+            _, path, qualnames = message
+            connection.send(deepen(indexers[path], qualnames))
+            unworked[path] -= len(qualnames)
+            if not unworked[path]:
+                del indexers[path]
         else:
             return
 
