@@ -144,16 +144,20 @@ def _share_project_facts(facts: ProjectFacts) -> None:
     _project_facts = facts
 
 
-def _analyze_job(job) -> tuple[dict[str, list[Candidate]], list[Failure]]:
-    """Each wanted function's hits (qualname -> hits; "" for the file's own); the failures."""
+def _analyze_job(job) -> tuple[dict[str, list[Candidate]], list[Failure], dict[str, str]]:
+    """Each wanted function's hits (qualname -> hits; "" for the file's own), the failures, and with `job.key_salt`
+    the targets' cache keys (worked out here, in parallel, where the engine had no hits to look up)."""
     from graphready.lint.analysis.analyzer import analyze_file  # libcst loads only when something is parsed
 
+    keys = {} if job.key_salt is None else function_keys(
+        job, job.source, job.targets, job.hot_keys, (job.unwarmed, job.warmed, job.uncompiled), job.host_params,
+        job.key_salt)
     try:
-        return _one_file(analyze_file, job, _project_facts)
+        return *_one_file(analyze_file, job, _project_facts), keys
     except RecursionError:  # deeper than the room call_deep makes: say so rather than crash
-        return {"": [Candidate(PARSE_ERROR, 1, 0, 1, 0, "nested too deeply for graphready to analyse", "")]}, []
+        return {"": [Candidate(PARSE_ERROR, 1, 0, 1, 0, "nested too deeply for graphready to analyse", "")]}, [], keys
     except Exception as exc:  # failed before any one function: the whole file is this file's failure (GR002)
-        return {}, [Failure.of(exc, job.path, "analysing")]
+        return {}, [Failure.of(exc, job.path, "analysing")], keys
 
 
 @contextlib.contextmanager
@@ -596,7 +600,7 @@ class LintRun:
         `facts`, in the branches assume facts rule out too (not `cached`: those hits are only counted)."""
         project_salt = shared.digest()
         results: dict[str, list[Candidate]] = {}
-        pending: list[tuple] = []  # (source, file key, function keys, cached hits by qualname, FileJob or None)
+        pending: list[tuple] = []  # (source, file key, targets' qualnames, function keys, cached hits, FileJob or None)
         for source in sources:
             if checked is not None:
                 module = module_name(source.rel)[0]
@@ -626,27 +630,29 @@ class LintRun:
             if entry is not None and key in entry.analysis:
                 results[source.rel] = entry.analysis[key]
                 continue
-            keys = function_keys(index, source.text, targets, hot_keys, warm_up, host_params, project_salt)
-            known = {qualname: entry.functions[k] for qualname, k in keys.items()
-                     if entry is not None and k in entry.functions}
-            wanted = set(keys) - known.keys()
+            keys: dict[str, str] = {}  # qualname -> function key: worked out here only to look hits up
+            if entry is not None and entry.functions:
+                keys = function_keys(index, source.text, targets, hot_keys, warm_up, host_params, project_salt)
+            known = {qualname: entry.functions[k] for qualname, k in keys.items() if k in entry.functions}
+            wanted = {info.qualname for info, _ in targets} - known.keys()
             job = None
             if wanted:
                 from graphready.lint.analysis.analyzer import FileJob
 
                 job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
                               index.global_containers, index.classes, targets, index.functions, hot_keys, *warm_up,
-                              host_params, wanted)
-            pending.append((source, key, keys, known, job))
-        jobs = [p[4] for p in pending if p[4] is not None]
+                              host_params, wanted, project_salt if entry is not None and not keys else None)
+            pending.append((source, key, [info.qualname for info, _ in targets], keys, known, job))
+        jobs = [p[5] for p in pending if p[5] is not None]
         advance = self._phase("analysing", jobs) if cached else None  # --statistics' second pass: no bar
         analysed = iter(_map(_analyze_job, jobs, self.jobs, advance,
                              cost=lambda job: sum(info.end_lineno - info.first_line for info, _ in job.targets),
                              setup=(_share_project_facts, (shared,))))
-        for source, key, keys, known, job in pending:
-            found, failures = next(analysed) if job is not None else ({}, [])
+        for source, key, order, keys, known, job in pending:
+            found, failures, made_keys = next(analysed) if job is not None else ({}, [], {})
             found.update(known)
-            results[source.rel] = [hit for qualname in ["", *keys] for hit in found.get(qualname, [])]
+            keys = keys or made_keys
+            results[source.rel] = [hit for qualname in ["", *order] for hit in found.get(qualname, [])]
             self.failures += failures
             entry = self.cache.get(source.rel, source.digest) if cached else None
             if entry is None:

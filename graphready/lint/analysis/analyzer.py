@@ -43,6 +43,7 @@ class FileJob:
     uncompiled: set[str] = field(default_factory=set)  # hot only through functions torch.compile never traces
     host_params: dict[str, list[str]] = field(default_factory=dict)  # function key -> params its hot callers fill with host data
     wanted: set[str] | None = None  # the targets to analyse (qualnames; None: all), the rest's hits are cached
+    key_salt: str | None = None  # the project's facts, where the worker works out the targets' cache keys
 
 
 def _module_facts(job: FileJob, project: ProjectFacts, names: ImportMap) -> FileFacts:

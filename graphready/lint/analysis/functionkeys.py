@@ -23,7 +23,8 @@ def _digest(value: object) -> str:
 
 def function_keys(index: ModuleIndex, text: str, targets: list[tuple[FunctionInfo, bool]], hot_keys: set[str],
                   warm_up: tuple[set[str], ...], host_params: dict[str, list[str]], salt: str) -> dict[str, str]:
-    """Each target's key (qualname -> key); `salt` covers the whole project's facts and the settings."""
+    """Each target's key (qualname -> key); `salt` covers the whole project's facts and the settings. `index`: the
+    file's index, or a FileJob (which carries the same module facts)."""
     lines = text.splitlines(keepends=True)
 
     def own(info: FunctionInfo, hot: bool) -> tuple:
