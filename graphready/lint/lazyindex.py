@@ -12,6 +12,7 @@ import gc
 import hashlib
 import json
 import multiprocessing
+import os
 from collections import deque
 from multiprocessing.connection import Connection, wait
 from typing import Callable
@@ -87,8 +88,9 @@ def _serve(connection: Connection) -> None:
             unworked[path] -= len(qualnames)
             if not unworked[path]:
                 del indexers[path]
-        else:
-            return
+        else:  # nothing to flush: leave without freeing the trees one by one (a third of a second on 430k lines)
+            connection.close()
+            os._exit(0)
 
 
 class IndexPool:
