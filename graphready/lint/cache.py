@@ -1,8 +1,12 @@
 """The per-project cache: file index and rule results keyed by content, so warm runs skip parsing.
 
-One JSON file under `<root>/.graphready_cache/`, read once and written once per run, and a small
-second one holding the last run's whole result under a key of every file's digest and every
-setting: a run where nothing changed reads only that (pre-commit on an untouched tree). JSON, not
+One JSON file under `<root>/.graphready_cache/`, read once and written once per run. Each file's entry holds its
+digests and whole-file hits as JSON and its index as a JSON text of its own, decoded only when used (a run that reuses
+the hot path decodes few) and written back as read unless it changed (a run that re-indexes one file encodes one
+entry, not 800); a small second one holding the last run's whole result under a key of every
+file's digest and every setting: a run where nothing changed reads only that (pre-commit on an untouched tree);
+and a third holding its hot path under a key of every file's index: an edit that leaves every index as it was (a
+comment, an expression within its lines) walks no call graph. JSON, not
 pickle, because linting untrusted pull requests is a documented use: a planted cache file must
 never run code. Plain JSON from the standard library rather than msgpack keeps the install at
 libcst and rich. Every entry is checked against the index classes' type hints when it is used;
@@ -26,6 +30,9 @@ from graphready.lint.scope.index import ModuleIndex
 CACHE_DIR = ".graphready_cache"
 FORMAT = "graphready-lint-cache"
 RUN_FORMAT = "graphready-lint-run"
+PROJECT_FORMAT = "graphready-lint-project"
+BODY = ("index", "functions")  # the fields of an entry kept as a JSON text: what only a file analysed again reads
+BODY_TEXT = "body"
 Result = TypeVar("Result")
 
 
@@ -33,7 +40,9 @@ Result = TypeVar("Result")
 class CacheEntry:
     digest: str  # of the file's bytes and the settings that change its analysis
     index: ModuleIndex
+    index_digest: str = ""  # of the index as first made (lazy): files indexed alike give one hot path
     analysis: dict[str, list[Candidate]] = field(default_factory=dict)  # hot-set key -> rule hits
+    functions: dict[str, list[Candidate]] = field(default_factory=dict)  # function key (functionkeys.py) -> its hits
 
 
 def _code_stamp(package: Path = Path(__file__).resolve().parent, pattern: str = "*.py") -> str:
@@ -58,6 +67,7 @@ class LintCache:
         self.stamp = _code_stamp()
         self.path = root / CACHE_DIR / f"lint-{self.stamp}.json"
         self.run_path = root / CACHE_DIR / f"run-{self.stamp}.json"
+        self.project_path = root / CACHE_DIR / f"project-{self.stamp}.json"
         self.enabled = enabled
         self.raw: dict[str, object] = {}  # entries as read (decoded on first use), written back as read
         self.entries: dict[str, CacheEntry] = {}  # the decoded ones
@@ -77,16 +87,72 @@ class LintCache:
         return data["entries"]
 
     def get(self, rel: str, file_digest: str) -> CacheEntry | None:
+        entry = self.earlier(rel)
+        return entry if entry is not None and entry.digest == file_digest else None
+
+    def earlier(self, rel: str) -> CacheEntry | None:
+        """The file's entry whatever its digest (a changed file's hits per function may still hold)."""
+        entry = self.entries.get(rel)
+        data = self._parsed(rel) if entry is None else None
+        if data is not None:
+            try:
+                entry = self.entries[rel] = decode(CacheEntry, self._whole(data))
+            except (ShapeError, TypeError, ValueError, RecursionError):  # not JSON, the wrong shape
+                self._drop(rel)
+        return entry
+
+    @staticmethod
+    def _stored(entry: CacheEntry) -> dict:
+        """An entry as saved: what every run reads of it, and the rest (the index) as one JSON text."""
+        encoded = encode(entry)
+        body = {name: encoded.pop(name) for name in BODY if name in encoded}
+        return {**encoded, BODY_TEXT: json.dumps(body, separators=(",", ":"))}
+
+    def index_digest(self, rel: str, file_digest: str) -> str | None:
+        """The `index_digest` of the file's entry if it is current, read without decoding the rest of it (a run
+        that reuses the hot path decodes only the indexes it reads)."""
+        entry = self.entries.get(rel)
+        if entry is not None:
+            return entry.index_digest if entry.digest == file_digest and entry.index_digest else None
+        data = self._parsed(rel)
+        if isinstance(data, dict) and data.get("digest") == file_digest and isinstance(data.get("index_digest"), str):
+            return data["index_digest"] or None
+        return None
+
+    def hits(self, rel: str, file_digest: str, key: str) -> list[Candidate] | None:
+        """The file's rule hits cached under `key` if its entry is current, decoding nothing else of it."""
+        entry = self.entries.get(rel)
+        if entry is not None:
+            return entry.analysis.get(key) if entry.digest == file_digest else None
+        data = self._parsed(rel)
+        if not (isinstance(data, dict) and data.get("digest") == file_digest and isinstance(data.get("analysis"), dict)
+                and key in data["analysis"]):
+            return None
+        try:
+            return decode(list[Candidate], data["analysis"][key])
+        except (ShapeError, TypeError, ValueError, RecursionError):
+            return None
+
+    def _parsed(self, rel: str) -> dict | None:
+        """The file's entry as read (not checked yet), or None."""
         if not self.loaded:
             self.raw, self.loaded = self._load(), True
-        entry = self.entries.get(rel)
-        if entry is None and rel in self.raw:
-            try:
-                entry = self.entries[rel] = decode(CacheEntry, self.raw[rel])
-            except (ShapeError, TypeError, ValueError, RecursionError):
-                del self.raw[rel]
-                self.dirty = True  # rewrite without it
-        return entry if entry is not None and entry.digest == file_digest else None
+        found = self.raw.get(rel)
+        if found is not None and not isinstance(found, dict):
+            self._drop(rel)
+            return None
+        return found
+
+    def _whole(self, data: dict) -> dict:
+        """An entry as read with its index parsed from its text: ValueError or TypeError if it is not JSON."""
+        body = json.loads(data[BODY_TEXT]) if BODY_TEXT in data else {}
+        if not isinstance(body, dict) or not set(body) <= set(BODY):
+            raise ShapeError("the index text of an entry is no index")
+        return {**{k: v for k, v in data.items() if k != BODY_TEXT}, **body}
+
+    def _drop(self, rel: str) -> None:
+        self.raw.pop(rel, None)
+        self.dirty = True  # rewrite without it
 
     def put(self, rel: str, entry: CacheEntry) -> None:
         if not self.loaded:  # entries of other files are kept on save
@@ -95,11 +161,19 @@ class LintCache:
         self.changed.add(rel)
         self.dirty = True
 
+    def discard(self, rel: str) -> None:
+        """Leave the file's entry out of the cache (the next run indexes it again)."""
+        if not self.loaded:
+            self.raw, self.loaded = self._load(), True
+        self._drop(rel)
+        self.entries.pop(rel, None)
+        self.changed.discard(rel)
+
     def save(self) -> None:
         if not (self.enabled and self.dirty):
             return
         entries = dict(self.raw)
-        entries.update((rel, encode(self.entries[rel])) for rel in self.changed)
+        entries.update((rel, self._stored(self.entries[rel])) for rel in self.changed)
         self._write(self.path, "lint-", {"format": FORMAT, "stamp": self.stamp, "entries": entries})
 
     def _write(self, path: Path, prefix: str, document: dict) -> None:
@@ -118,17 +192,31 @@ class LintCache:
 
     def run_result(self, key: str, kind: type[Result]) -> Result | None:
         """The whole result of the last run, if it was made under `key` (every file digest and setting)."""
+        return self._record(self.run_path, RUN_FORMAT, key, kind)
+
+    def save_run_result(self, key: str, result: object) -> None:
+        self._save_record(self.run_path, RUN_FORMAT, key, result)
+
+    def project_stage(self, key: str, kind: type[Result]) -> Result | None:
+        """The hot path and project facts of the last run, if made under `key` (every index and setting)."""
+        return self._record(self.project_path, PROJECT_FORMAT, key, kind)
+
+    def save_project_stage(self, key: str, stage: object) -> None:
+        self._save_record(self.project_path, PROJECT_FORMAT, key, stage)
+
+    def _record(self, path: Path, kind_of_file: str, key: str, kind: type[Result]) -> Result | None:
         if not self.enabled:
             return None
         try:
-            with self.run_path.open("rb") as handle:
+            with path.open("rb") as handle:
                 data = json.load(handle)
-            if not (isinstance(data, dict) and data.get("format") == RUN_FORMAT and data.get("key") == key):
+            if not (isinstance(data, dict) and data.get("format") == kind_of_file and data.get("key") == key):
                 return None
             return decode(kind, data.get("result"))
         except (OSError, ValueError, TypeError, RecursionError):  # ShapeError is a ValueError
             return None
 
-    def save_run_result(self, key: str, result: object) -> None:
+    def _save_record(self, path: Path, kind_of_file: str, key: str, value: object) -> None:
         if self.enabled:
-            self._write(self.run_path, "run-", {"format": RUN_FORMAT, "key": key, "result": encode(result)})
+            prefix = path.name.split("-", 1)[0] + "-"
+            self._write(path, prefix, {"format": kind_of_file, "key": key, "result": encode(value)})

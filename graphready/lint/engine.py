@@ -18,6 +18,7 @@ from graphready.findings import Finding, Severity
 from graphready.lint.baseline import apply_baseline, assign_fingerprints, load_baseline
 from graphready.lint.cache import CacheEntry, LintCache, digest, run_stamp
 from graphready.lint.analysis.candidate import Candidate
+from graphready.lint.analysis.functionkeys import function_keys
 from graphready.lint.analysis.project import ProjectFacts
 from graphready.errors import InternalError, UsageError
 from graphready.lint.cuda import CUDA_SUFFIXES, scan_cuda
@@ -29,7 +30,8 @@ from graphready.lint.scope.conditions import BranchTests
 from graphready.lint.scope.hotpath import (
     CAPTURE_STEP, HotSet, Project, _matches as matches_root, find_hot, untaken_fallbacks,
 )
-from graphready.lint.scope.index import FunctionInfo, ModuleIndex, index_module
+from graphready.lint.lazyindex import IndexPool, LazyFacts, index_digest, index_file
+from graphready.lint.scope.index import FunctionInfo, ModuleIndex
 from graphready.sourcefile import SourceText, read_source
 from graphready.lint.scope.guards import Guards
 from graphready.lint.analysis.candidate import PARSE_ERROR, UNUSED_SUPPRESSION
@@ -69,6 +71,41 @@ class LintResult:
 
 
 @dataclass
+class ProjectStage:
+    """What a run works out from all of the indexes together: kept in the cache under a key of every index, so a
+    run that reuses it reads only the indexes of the files it analyses again."""
+
+    hot: HotSet
+    facts: ProjectFacts
+    targets: dict[str, list[str]]  # path -> the functions the rules check (hot, or holding capture sites ...)
+    parse_errors: dict[str, tuple[int, int, str]]  # path -> where and why the stdlib parser gave up
+
+
+class _Indexes:
+    """path -> ModuleIndex: those made this run, and those from the cache decoded when first read."""
+
+    def __init__(self, cached: dict[str, str], made: dict[str, ModuleIndex], cache: LintCache,
+                 remake: Callable[[str], ModuleIndex]):
+        self.cached = cached  # path -> file digest, in the order of the sources
+        self.made = made
+        self.decoded: dict[str, ModuleIndex] = {}
+        self.cache = cache
+        self.remake = remake  # for an entry that fails its checks once decoded
+
+    def __getitem__(self, rel: str) -> ModuleIndex:
+        if rel in self.made:
+            return self.made[rel]
+        if rel not in self.decoded:
+            entry = self.cache.get(rel, self.cached[rel])
+            self.decoded[rel] = entry.index if entry is not None else self.remake(rel)
+        return self.decoded[rel]
+
+    def every(self) -> dict[str, ModuleIndex]:
+        """All of them: those from the cache first."""
+        return {**{rel: self[rel] for rel in self.cached}, **self.made}
+
+
+@dataclass
 class _Source:
     path: Path
     rel: str
@@ -99,15 +136,6 @@ def _one_file(function, *args):
             gc.enable()
 
 
-def _index_job(args: tuple[str, str, str, Guards, bool]) -> ModuleIndex | Failure:
-    module, rel, text, guards, is_package = args
-    try:
-        return _one_file(index_module, module, rel, text, guards, is_package)
-    except Exception as exc:  # this file's failure (GR002); the others are indexed all the same
-        return Failure.of(exc, rel, "indexing", lost="none of its code was checked and calls through it were not"
-                                                     " followed (the hot path may miss what they reach)")
-
-
 _project_facts: ProjectFacts | None = None  # this process's, for `_analyze_job`: see `_share_project_facts`
 
 
@@ -116,15 +144,20 @@ def _share_project_facts(facts: ProjectFacts) -> None:
     _project_facts = facts
 
 
-def _analyze_job(job) -> tuple[list[Candidate], list[Failure]]:
+def _analyze_job(job) -> tuple[dict[str, list[Candidate]], list[Failure], dict[str, str]]:
+    """Each wanted function's hits (qualname -> hits; "" for the file's own), the failures, and with `job.key_salt`
+    the targets' cache keys (worked out here, in parallel, where the engine had no hits to look up)."""
     from graphready.lint.analysis.analyzer import analyze_file  # libcst loads only when something is parsed
 
+    keys = {} if job.key_salt is None else function_keys(
+        job, job.source, job.targets, job.hot_keys, (job.unwarmed, job.warmed, job.uncompiled), job.host_params,
+        job.key_salt)
     try:
-        return _one_file(analyze_file, job, _project_facts)
+        return *_one_file(analyze_file, job, _project_facts), keys
     except RecursionError:  # deeper than the room call_deep makes: say so rather than crash
-        return [Candidate(PARSE_ERROR, 1, 0, 1, 0, "nested too deeply for graphready to analyse", "")], []
+        return {"": [Candidate(PARSE_ERROR, 1, 0, 1, 0, "nested too deeply for graphready to analyse", "")]}, [], keys
     except Exception as exc:  # failed before any one function: the whole file is this file's failure (GR002)
-        return [], [Failure.of(exc, job.path, "analysing")]
+        return {}, [Failure.of(exc, job.path, "analysing")], keys
 
 
 @contextlib.contextmanager
@@ -201,6 +234,21 @@ def _one_per_line(hits: list[Candidate]) -> list[Candidate]:
     return list(first.values())
 
 
+def _checked(info: FunctionInfo, hot: HotSet) -> bool:
+    """The rules run on hot functions, and on any holding a capture site, `graph(`/`.replay(` or padded rows."""
+    return bool(info.key in hot or info.capture_bodies or info.mentions_graph or info.padded_rows)
+
+
+def _file_key(targets: list[tuple[str, bool]], hot: HotSet, salt: str) -> str:
+    """What a file's hits are cached under, besides its digest: the functions checked (and which are hot), what
+    the hot path says of them, and the project's facts."""
+    hot_keys = {key for key, is_hot in targets if is_hot}
+    warm_up = (hot_keys & hot.unwarmed, hot_keys & hot.warmed, hot_keys & hot.uncompiled)
+    host_params = {k: sorted(hot.host_params[k]) for k in sorted(hot_keys & hot.host_params.keys())}
+    given = {k: sorted(hot.given_params[k]) for k in sorted(hot_keys & hot.given_params.keys())}
+    return repr((sorted(targets), [sorted(w) for w in warm_up], host_params, given, salt))
+
+
 def _without_untaken_branches(info: FunctionInfo, given: set[str] | None, facts: bool = True) -> FunctionInfo:
     """`info` with its `if scale is None:` fallbacks made cold where every hot caller passes `scale`, and
     (with `facts`) the branches an assume-true/false fact rules out."""
@@ -246,6 +294,8 @@ class LintRun:
         self.salt = config.fingerprint()
         self.failures: list[Failure] = []
         self.bare_chains: set[str] = set()  # hot functions whose branch tests could not be traced
+        self.uncached: set[str] = set()  # files graphready failed on a function of: left out of the cache
+        self.digests: dict[str, str] = {}  # path -> the digest its cache entry is kept under
 
     def run(self, paths: list[Path], split: bool = True) -> LintResult:
         found = discover(self.config, paths, split)
@@ -275,42 +325,60 @@ class LintRun:
     def _run_key(self, sources: list[_Source], unreadable: dict[str, list[Candidate]]) -> str:
         """Everything a whole result depends on: graphready's code and catalog, every setting, the rules
         selected, and each file's digest (its bytes and the per-file settings) and whether it was named."""
-        config = replace(self.config, assumptions=[a.label for a in self.config.assumptions],
-                         own_assumptions=[a.label for a in self.config.own_assumptions])  # frozensets: no stable repr
-        stated = repr((run_stamp(catalog_dir()), config, self.selection, self.statistics,
+        stated = repr((run_stamp(catalog_dir()), self._stated_config(), self.selection, self.statistics,
                        [(s.rel, s.digest, s.requested) for s in sources],
                        sorted((rel, c[0].message) for rel, c in unreadable.items())))
         return hashlib.blake2b(stated.encode(), digest_size=16).hexdigest()
 
+    def _stated_config(self) -> Config:
+        """The settings, with a stable repr (the assume facts' frozensets have none)."""
+        return replace(self.config, assumptions=[a.label for a in self.config.assumptions],
+                       own_assumptions=[a.label for a in self.config.own_assumptions])
+
     def _lint(self, sources: list[_Source], unreadable: dict[str, list[Candidate]]) -> LintResult:
         """Everything but the baseline, which is applied to a result read from the cache too."""
         python = [s for s in sources if s.rel.endswith(".py")]
-        with _uncollected():  # the indexes, decoded from the cache or sent back by workers, live to the end of the run
-            indexes = self._index(python)
-        with _whole_project("finding the hot path"):
-            project = Project({index.module: index for index in indexes.values()})
-            if not any(index.parse_error for index in indexes.values()) and not self.failures:
-                self._check_roots(project)  # a broken file, or one graphready failed on, may hold the root
-                self._check_assumptions(indexes.values(), len(project.modules))
-            hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled,
-                           self.config.warm_up_before_capture)
-        candidates = self._analyze([s for s in python if s.requested], indexes, project, hot)
-        assumptions = self._assumptions(python, indexes, project, hot) if self.config.assumptions else []
+        self.digests = {s.rel: s.digest for s in python}
+        lazy = LazyFacts(self._guards(), {s.rel: (*module_name(s.rel), s.text) for s in python},
+                         self._refilled, self.failures)
+        try:
+            with _uncollected():  # the indexes, decoded from the cache or sent back by workers, live to the end of the run
+                indexes, index_digests = self._index(python, lazy)
+                stage_key = self._stage_key(index_digests) if len(index_digests) == len(python) else None
+                stage = self.cache.project_stage(stage_key, ProjectStage) if stage_key else None
+                every = indexes.every() if stage is None else None
+            project = None
+            if every is not None:
+                project = Project({index.module: index for index in every.values()}, lazy)
+                stage = self._project_stage(every, project)
+                if stage_key and not self.failures:  # a run where graphready failed may have walked less
+                    self.cache.save_project_stage(stage_key, stage)
+        finally:
+            lazy.close()
+        hot, shared = stage.hot, stage.facts
+        candidates = self._analyze([s for s in python if s.requested], indexes, lazy, hot, shared, stage.targets)
+        assumptions = self._assumptions(python, every, project, lazy, hot, shared) if self.config.assumptions else []
         candidates.update(unreadable)
         for source in sources:
             if source.requested and source.rel.endswith(CUDA_SUFFIXES):
                 with recorded(self.failures, source.rel, "scanning"):
                     candidates[source.rel] = scan_cuda(source.text)
         for source in python:
-            error = indexes[source.rel].parse_error
+            error = stage.parse_errors.get(source.rel)
             if source.requested and error:
                 line, column, message = error
                 candidates.setdefault(source.rel, []).append(
                     Candidate(PARSE_ERROR, line, column, line, column, f"cannot parse: {message}", ""))
         self.cache.save()
-        chains = BranchTests({indexes[s.rel].module: s.text for s in python}, hot, project)
-        findings = [self._finding(rel, c, hot, chains) for rel, hits in candidates.items() for c in _one_per_line(hits)]
-        findings = [f for f in findings if self._enabled(f.rule, f.path)]
+        owners = {module_name(s.rel)[0]: s.rel for s in python}
+
+        def function(key: str) -> FunctionInfo | None:
+            module, _, qualname = key.partition(":")
+            return indexes[owners[module]].functions.get(qualname) if module in owners else None
+
+        chains = BranchTests({module_name(s.rel)[0]: s.text for s in python}, hot, function)
+        findings = [self._finding(rel, c, hot, chains) for rel, hits in candidates.items() for c in _one_per_line(hits)
+                    if self._enabled(c.rule, rel)]  # before the chain: tracing one parses the functions along it
         texts = {s.rel: s.text for s in sources if s.requested}
         findings, suppressed = self._suppress(findings, texts)
         for finding in findings + suppressed:
@@ -319,7 +387,9 @@ class LintRun:
                 finding.severity = override
         # graphready's own failures: never selected away, suppressed, re-graded or baselined
         failed = [self._finding(f.path, f.candidate(), hot, None) for f in self.failures]
-        assign_fingerprints(findings + suppressed + failed, {rel: text.splitlines() for rel, text in texts.items()})
+        reported = findings + suppressed + failed
+        paths = {finding.path for finding in reported}  # a fingerprint reads its line: only these files are split
+        assign_fingerprints(reported, {rel: text.splitlines() for rel, text in texts.items() if rel in paths})
         requested_sources = [s for s in sources if s.requested]
         return LintResult(
             findings=sorted(findings + failed, key=Finding.sort_key),
@@ -332,6 +402,39 @@ class LintRun:
             failures=self.failures,
             assumptions=assumptions,
         )
+
+    def _stage_key(self, index_digests: dict[str, str]) -> str | None:
+        """Everything the hot path and the project's facts depend on: graphready's code, the settings and every
+        file's index as first made. None where assume facts are set (their statistics walk the project again)."""
+        if self.config.assumptions:
+            return None
+        stated = repr((run_stamp(catalog_dir()), self._stated_config(), sorted(index_digests.items())))
+        return hashlib.blake2b(stated.encode(), digest_size=16).hexdigest()
+
+    def _project_stage(self, indexes: dict[str, ModuleIndex], project: Project) -> ProjectStage:
+        """Check the configured roots and facts against the project, find the hot path, collect the facts every
+        file's analysis reads."""
+        with _whole_project("finding the hot path"):
+            if not any(index.parse_error for index in indexes.values()) and not self.failures:
+                self._check_roots(project)  # a broken file, or one graphready failed on, may hold the root
+                self._check_assumptions(indexes.values(), len(project.modules))
+            hot = find_hot(project, self.config.hot_paths, self.config.exclude_roots, self.config.not_compiled,
+                           self.config.warm_up_before_capture)
+        with _whole_project("collecting the project's classes"):
+            facts = ProjectFacts(
+                tensor_functions={f"{index.module}.{info.qualname}" for index in indexes.values()
+                                  for info in index.functions.values() if info.returns_tensor},
+                autograd_functions=project.autograd_functions,
+                class_fields=_class_fields(project),
+                pageable_functions={f"{index.module}.{info.qualname}" for index in indexes.values()
+                                    for info in index.functions.values() if info.returns_pageable},
+                captured_device_fields=set().union(*(index.captured_device_fields for index in indexes.values())),
+                parameter_attrs=set().union(*(index.parameter_attrs for index in indexes.values())),
+                one_gpu_per_process=self.config.one_gpu_per_process)
+        targets = {rel: names for rel, index in indexes.items()
+                   if (names := [info.qualname for info in index.functions.values() if _checked(info, hot)])}
+        errors = {rel: index.parse_error for rel, index in indexes.items() if index.parse_error}
+        return ProjectStage(hot, facts, targets, errors)
 
     def _check_roots(self, project: Project) -> None:
         """A hot-paths entry of the project's own that names no function is a typo or a stale
@@ -357,7 +460,7 @@ class LintRun:
                                  " --show-chain prints it, e.g. \"'dynamic' in self.rope_type\")")
 
     def _assumptions(self, python: list[_Source], indexes: dict[str, ModuleIndex], project: Project,
-                     hot: HotSet) -> list[dict]:
+                     lazy: LazyFacts, hot: HotSet, shared: ProjectFacts) -> list[dict]:
         """Per assume-true/false fact: the branch tests it names and the calls of hot code its ruled-out
         branches hold; with `statistics`, also the functions hot only through those calls and the findings
         the facts took away (found by analysing, once more and without the facts, the code they rule out)."""
@@ -378,7 +481,7 @@ class LintRun:
         sources = [s for s in python if s.requested and indexes[s.rel].module in touched]
         kept, self.failures = self.failures, []  # graphready's failures on code the facts rule out are not the run's
         try:
-            hits = self._analyze(sources, indexes, project, whole, facts=False, cached=False)
+            hits = self._analyze(sources, indexes, lazy, whole, shared, None, facts=False, cached=False)
         finally:
             self.failures = kept
         for record in records.values():
@@ -412,87 +515,154 @@ class LintRun:
         return self.progress.phase(description, len(jobs)) if self.progress is not None else None
 
     # -- phase 1 ---------------------------------------------------------------------------
-    def _index(self, sources: list[_Source]) -> dict[str, ModuleIndex]:
-        indexes: dict[str, ModuleIndex] = {}
+    def _guards(self) -> Guards:
+        return Guards.of(self.config.eager_if, self.config.captured_if, self.config.gpu_capability,
+                         self.config.facts())
+
+    def _index(self, sources: list[_Source], lazy: LazyFacts) -> tuple[_Indexes, dict[str, str]]:
+        """Each file's lazy index (lint/lazyindex.py), from the cache (decoded when first read) or made now (with
+        enough files, by worker processes that stay to answer the hot walk), and each one's `index_digest`."""
+        cached: dict[str, str] = {}
+        digests: dict[str, str] = {}
         missing: list[_Source] = []
         for source in sources:
-            entry = self.cache.get(source.rel, source.digest)
-            if entry is not None:
-                indexes[source.rel] = entry.index
+            found = self.cache.index_digest(source.rel, source.digest)
+            if found is not None:
+                cached[source.rel], digests[source.rel] = source.digest, found
             else:
                 missing.append(source)
+        guards = self._guards()
         jobs = []
-        guards = Guards.of(self.config.eager_if, self.config.captured_if, self.config.gpu_capability,
-                           self.config.facts())
         for source in missing:
             module, is_package = module_name(source.rel)
             jobs.append((module, source.rel, source.text, guards, is_package))
-        indexed = _map(_index_job, jobs, self.jobs, self._phase("indexing", jobs), cost=lambda job: len(job[2]))
-        for (module, *_), source, index in zip(jobs, missing, indexed):
-            if isinstance(index, Failure):  # the file stays out of the project and out of the cache
-                self.failures.append(index)
-                indexes[source.rel] = ModuleIndex(module=module, path=source.rel)
-                continue
-            indexes[source.rel] = index
-            self.cache.put(source.rel, CacheEntry(source.digest, index))
-        return indexes
+        advance = self._phase("indexing", jobs)
+        if self.jobs > 1 and len(jobs) >= PARALLEL_THRESHOLD:
+            lazy.pool = IndexPool(self.jobs)
+            indexed = lazy.pool.index(jobs, advance, self.cache.enabled)
+        else:
+            indexed = []
+            for job in jobs:
+                indexed.append(self._index_here(job, lazy))
+                if advance is not None:
+                    advance()
+        made: dict[str, ModuleIndex] = {}
+        for job, source, found in zip(jobs, missing, indexed):
+            made[source.rel] = self._keep(source, job[0], found, digests)
+        by_path = {source.rel: source for source in sources}
+
+        def remake(rel: str) -> ModuleIndex:
+            source = by_path[rel]
+            module, is_package = module_name(rel)
+            job = (module, rel, source.text, guards, is_package)
+            return self._keep(source, module, self._index_here(job, lazy), digests)
+
+        return _Indexes(cached, made, self.cache, remake), digests
+
+    def _index_here(self, job, lazy: LazyFacts) -> tuple[ModuleIndex, str] | Failure:
+        """One file's index made in this process (its indexer kept to answer the walk), and its digest."""
+        found = index_file(job)
+        if isinstance(found, Failure):
+            return found
+        lazy.local[job[1]] = found
+        return found.index, index_digest(found.index) if self.cache.enabled else ""
+
+    def _keep(self, source: _Source, module: str, made: tuple[ModuleIndex, str] | Failure,
+              digests: dict[str, str]) -> ModuleIndex:
+        """The index made for `source`, put in the cache; an empty one for a file graphready failed on."""
+        if isinstance(made, Failure):  # the file stays out of the project and out of the cache
+            self.failures.append(made)
+            return ModuleIndex(module=module, path=source.rel)
+        index, digests[source.rel] = made
+        earlier = self.cache.earlier(source.rel)  # the file's hits per function outlive its other edits
+        self.cache.put(source.rel, CacheEntry(source.digest, index, digests[source.rel],
+                                              functions=earlier.functions if earlier else {}))
+        return index
+
+    def _refilled(self, rel: str, ok: bool) -> None:
+        """The hot walk filled in a function of `rel`: its cache entry is saved with it, unless graphready failed
+        on one of its functions (a fixed graphready must index the file again)."""
+        if not ok:
+            self.uncached.add(rel)
+        if rel in self.uncached:
+            self.cache.discard(rel)
+            return
+        entry = self.cache.get(rel, self.digests[rel])
+        if entry is not None:
+            self.cache.put(rel, entry)
 
     # -- phase 3 ---------------------------------------------------------------------------
-    def _analyze(self, sources: list[_Source], indexes, project: Project, hot: HotSet, facts: bool = True,
+    def _analyze(self, sources: list[_Source], indexes, lazy: LazyFacts, hot: HotSet, shared: ProjectFacts,
+                 checked: dict[str, list[str]] | None, facts: bool = True,
                  cached: bool = True) -> dict[str, list[Candidate]]:
-        """Rule hits per file; without `facts`, in the branches assume facts rule out too (not `cached`:
-        those hits are only counted)."""
-        with _whole_project("collecting the project's classes"):
-            shared = ProjectFacts(
-                tensor_functions={f"{index.module}.{info.qualname}" for index in indexes.values()
-                                  for info in index.functions.values() if info.returns_tensor},
-                autograd_functions=project.autograd_functions,
-                class_fields=_class_fields(project),
-                pageable_functions={f"{index.module}.{info.qualname}" for index in indexes.values()
-                                    for info in index.functions.values() if info.returns_pageable},
-                captured_device_fields=set().union(*(index.captured_device_fields for index in indexes.values())),
-                parameter_attrs=set().union(*(index.parameter_attrs for index in indexes.values())),
-                one_gpu_per_process=self.config.one_gpu_per_process)
+        """Rule hits per file. `checked`: the functions of each file the rules run on, as the project stage
+        found them (a file whose hits are cached needs no index); None: found from the indexes. Without
+        `facts`, in the branches assume facts rule out too (not `cached`: those hits are only counted)."""
         project_salt = shared.digest()
         results: dict[str, list[Candidate]] = {}
-        pending: list[tuple[_Source, str, FileJob]] = []
+        pending: list[tuple] = []  # (source, file key, targets' qualnames, function keys, cached hits, FileJob or None)
         for source in sources:
+            if checked is not None:
+                module = module_name(source.rel)[0]
+                names = checked.get(source.rel, [])
+                key = _file_key([(f"{module}:{name}", f"{module}:{name}" in hot) for name in names], hot, project_salt)
+                found = self.cache.hits(source.rel, source.digest, key) if names and cached else None
+                if found is not None or not names:
+                    if found is not None:
+                        results[source.rel] = found
+                    continue
             index = indexes[source.rel]
             targets = []
             for info in index.functions.values():
-                if info.key in hot or info.capture_bodies or info.mentions_graph or info.padded_rows:
+                if _checked(info, hot):
+                    if not info.deep:  # a hot path from the cache walked none of this run's lazy indexes
+                        lazy.fill(source.rel, info)
                     with recorded(self.failures, source.rel, "analysing", info):
                         target = _without_untaken_branches(info, hot.given_params.get(info.key), facts)
                         targets.append((target, info.key in hot))
             if not targets:
                 continue
+            key = _file_key([(info.key, is_hot) for info, is_hot in targets], hot, project_salt)
             hot_keys = {info.key for info, is_hot in targets if is_hot}
             warm_up = (hot_keys & hot.unwarmed, hot_keys & hot.warmed, hot_keys & hot.uncompiled)
             host_params = {k: sorted(hot.host_params[k]) for k in sorted(hot_keys & hot.host_params.keys())}
-            given = {k: sorted(hot.given_params[k]) for k in sorted(hot_keys & hot.given_params.keys())}
-            key = repr((sorted((i.key, h) for i, h in targets), [sorted(w) for w in warm_up], host_params, given,
-                        project_salt))
             entry = self.cache.get(source.rel, source.digest) if cached else None
             if entry is not None and key in entry.analysis:
                 results[source.rel] = entry.analysis[key]
                 continue
-            from graphready.lint.analysis.analyzer import FileJob
+            keys: dict[str, str] = {}  # qualname -> function key: worked out here only to look hits up
+            if entry is not None and entry.functions:
+                keys = function_keys(index, source.text, targets, hot_keys, warm_up, host_params, project_salt)
+            known = {qualname: entry.functions[k] for qualname, k in keys.items() if k in entry.functions}
+            wanted = {info.qualname for info, _ in targets} - known.keys()
+            job = None
+            if wanted:
+                from graphready.lint.analysis.analyzer import FileJob
 
-            job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
-                          index.global_containers, index.classes, targets, index.functions, hot_keys, *warm_up,
-                          host_params)
-            pending.append((source, key, job))
-        advance = self._phase("analysing", pending) if cached else None  # --statistics' second pass: no bar
-        analysed = _map(_analyze_job, [p[2] for p in pending], self.jobs, advance,
-                        cost=lambda job: sum(info.end_lineno - info.first_line for info, _ in job.targets),
-                        setup=(_share_project_facts, (shared,)))
-        for (source, key, _), (hits, failures) in zip(pending, analysed):
-            results[source.rel] = hits
+                job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
+                              index.global_containers, index.classes, targets, index.functions, hot_keys, *warm_up,
+                              host_params, wanted, project_salt if entry is not None and not keys else None)
+            pending.append((source, key, [info.qualname for info, _ in targets], keys, known, job))
+        jobs = [p[5] for p in pending if p[5] is not None]
+        advance = self._phase("analysing", jobs) if cached else None  # --statistics' second pass: no bar
+        analysed = iter(_map(_analyze_job, jobs, self.jobs, advance,
+                             cost=lambda job: sum(info.end_lineno - info.first_line for info, _ in job.targets),
+                             setup=(_share_project_facts, (shared,))))
+        for source, key, order, keys, known, job in pending:
+            found, failures, made_keys = next(analysed) if job is not None else ({}, [], {})
+            found.update(known)
+            keys = keys or made_keys
+            results[source.rel] = [hit for qualname in ["", *order] for hit in found.get(qualname, [])]
             self.failures += failures
             entry = self.cache.get(source.rel, source.digest) if cached else None
-            if entry is not None and not failures:  # a fixed graphready must analyse a failed file again
-                entry.analysis = {key: hits}
-                self.cache.put(source.rel, entry)
+            if entry is None:
+                continue
+            failed = {failure.name for failure in failures}  # a fixed graphready must analyse these again
+            entry.functions = {k: found[qualname] for qualname, k in keys.items()
+                               if qualname in found and qualname not in failed}
+            if not failures:
+                entry.analysis = {key: results[source.rel]}
+            self.cache.put(source.rel, entry)
         return results
 
     # -- findings ----------------------------------------------------------------------------
@@ -513,7 +683,7 @@ class LintRun:
     def _chain(self, rel: str, function: str, hot: HotSet, chains: BranchTests | None) -> list[str]:
         """The hot chain with the branch tests along it; without them (and a GR002) where tracing those fails."""
         if chains is not None and function not in self.bare_chains:
-            with recorded(self.failures, rel, "tracing the hot chain of", chains.project.functions.get(function),
+            with recorded(self.failures, rel, "tracing the hot chain of", chains.function(function),
                           lost="its findings show that chain without the branch tests along it", checked=True):
                 return chains.chain(function)
             self.bare_chains.add(function)

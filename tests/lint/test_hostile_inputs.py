@@ -139,7 +139,7 @@ CASES = [
      lambda r, m: [write(r, ".graphready_cache/" + LintCache(r, True).path.name, "\x80garbage"), ["--cache"]][1],
      1, "dirty.py:7:12: GR101"),
     ("cache entry of the wrong shape",
-     lambda r, m: [plant_cache(r, {"dirty.py": {"digest": 3, "index": []}, "clean.py": [1]}), ["--cache"]][1],
+     lambda r, m: [plant_cache(r, {"dirty.py": {"digest": 3, "body": '{"index": []}'}, "clean.py": [1]}), ["--cache"]][1],
      1, "dirty.py:7:12: GR101"),
     ("--select with an unknown code", lambda r, m: ["--select", "GR999"],
      2, "--select: unknown rule code or prefix 'GR999'; did you mean GR"),

@@ -11,7 +11,7 @@ import pytest
 
 from graphready.cli import main
 from graphready.errors import EXIT_INTERNAL
-from graphready.lint import engine
+from graphready.lint import engine, lazyindex
 from graphready.lint.analysis import analyzer
 
 SYNC = '''import torch
@@ -122,14 +122,14 @@ def test_verbose_prints_each_traceback(tree, monkeypatch, capsys):
 
 @pytest.mark.parametrize("jobs", ["1", "2"], ids=["serial", "process-pool"])
 def test_a_file_that_fails_to_index_is_reported_and_the_others_are_linted(tree, monkeypatch, capsys, jobs):
-    index_module = engine.index_module
+    module_indexer = lazyindex.module_indexer
 
     def tripping(module, path, *args):
         if path == "broken.py":
             raise KeyError("an index table tripped over its own state")
-        return index_module(module, path, *args)
+        return module_indexer(module, path, *args)
 
-    monkeypatch.setattr(engine, "index_module", tripping)
+    monkeypatch.setattr(lazyindex, "module_indexer", tripping)
     code, out, err = _lint(capsys, "--no-cache", "-j", jobs, "--format", "json")
     assert code == EXIT_INTERNAL
     doc = json.loads(out)

@@ -7,12 +7,12 @@ column 0; lines are shifted back by the statement's first line).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from graphready.lint.analysis.candidate import Candidate
+from graphready.lint.analysis.multidevice import handles_several_devices
 from graphready.lint.analysis.context import FileFacts, Pending, RuleContext
 from graphready.lint.analysis.project import ProjectFacts
 from graphready.lint.failures import Failure
@@ -42,26 +42,8 @@ class FileJob:
     warmed: set[str] = field(default_factory=set)  # hot through a capture after a warm-up call
     uncompiled: set[str] = field(default_factory=set)  # hot only through functions torch.compile never traces
     host_params: dict[str, list[str]] = field(default_factory=dict)  # function key -> params its hot callers fill with host data
-
-
-MULTI_DEVICE = re.compile(r"torch\.cuda\.device\(|(?:range\(|%\s*)(?:torch\.cuda\.)?device_count\(\)"
-                          r"|for (?:\w+,\s*)?\w+ in (?:enumerate\()?[\w.]*(?:devices|devs|gpus|device_ids)\b"
-                          r"|torch\.device\([\"']cuda[\"'],\s*(\w+)\)\s+for\s+\1\s+in\b")
-SET_DEVICE = re.compile(r"set_device\(")
-DEVICE_LITERAL = re.compile(r"[\"']cuda:(\d+)")
-# `f"cuda:{i}"` computes a device; `{torch.cuda.current_device()}` and `{rank}` / `{self.local_rank}` name the
-# one device of this process
-DEVICE_FSTRING = re.compile(r"f[\"']cuda:\{(?!(?:torch\.cuda\.)?current_device\(\)\}|[\w.]*rank\})")
-
-
-def handles_several_devices(source: str) -> bool:
-    """The file drives more than one GPU in a process: `torch.cuda.device(...)`, a range over or a modulo by
-    the device count, a device loop (`for i, dev in enumerate(devs)`, `[torch.device("cuda", i) for i in ...]`),
-    a computed `f"cuda:{i}"`, two different `cuda:N` literals, or
-    `set_device` called in two places. One `set_device(rank)` at a worker's start, one `"cuda:0"` or
-    `f"cuda:{rank}"` is the process's one GPU, and `if device_count() < 2: skip` counts nothing."""
-    return bool(MULTI_DEVICE.search(source) or DEVICE_FSTRING.search(source)
-                or len(set(DEVICE_LITERAL.findall(source))) > 1 or len(SET_DEVICE.findall(source)) > 1)
+    wanted: set[str] | None = None  # the targets to analyse (qualnames; None: all), the rest's hits are cached
+    key_salt: str | None = None  # the project's facts, where the worker works out the targets' cache keys
 
 
 def _module_facts(job: FileJob, project: ProjectFacts, names: ImportMap) -> FileFacts:
@@ -111,27 +93,31 @@ class FileAnalyzer:
         self.names = ImportMap(job.module)
         self.names.aliases = job.imports
         self.module_facts = _module_facts(job, project, self.names)
-        self.candidates: list[Candidate] = []
+        self.parse_errors: dict[str, Candidate] = {}  # qualname -> why libcst could not parse it
         self.parsed: dict[str, _Parsed | None] = {}
         self.class_facts: dict[str, tuple[FileFacts, dict[str, TensorEnv]]] = {}
 
-    def run(self) -> tuple[list[Candidate], list[Failure]]:
-        """The file's rule hits, and the functions graphready itself failed on (each one's hits are dropped)."""
+    def run(self) -> tuple[dict[str, list[Candidate]], list[Failure]]:
+        """The rule hits of each wanted function, and the functions graphready itself failed on (each one's hits
+        are dropped)."""
         self.module_facts.frozen_globals, self.module_facts.stepped_globals = self._frozen_globals()
+        hits: dict[str, list[Candidate]] = {}
         failures: list[Failure] = []
         for info, hot in self.job.targets:
+            if self.job.wanted is not None and info.qualname not in self.job.wanted:
+                continue
             try:
-                self.candidates += self._analyze(info, hot)
+                hits[info.qualname] = self._analyze(info, hot)
             except RecursionError:  # nested deeper than call_deep allows: the file's GR001, not a bug
                 raise
             except Exception as exc:  # a bug on one function leaves the others' findings standing
                 failures.append(Failure.of(exc, self.job.path, "analysing", info))
-        return self.candidates, failures
+        return hits, failures
 
     def _analyze(self, info: FunctionInfo, hot: bool) -> list[Candidate]:
         parsed = self._parse(info)
         if parsed is None:
-            return []
+            return [self.parse_errors[info.qualname]]
         facts, env = self.module_facts, None
         if info.class_qualname is not None and info.class_qualname in self.job.classes:
             facts, envs = self._class_facts(info.class_qualname)
@@ -154,8 +140,8 @@ class FileAnalyzer:
             module = cst.parse_module("if 1:\n" + text if indented else text)
         except cst.ParserSyntaxError as exc:
             line = info.first_line + exc.raw_line - (2 if indented else 1)
-            self.candidates.append(Candidate(PARSE_ERROR, line, exc.raw_column, line, exc.raw_column,
-                                             f"libcst cannot parse this function: {exc.message}", info.key))
+            self.parse_errors[info.qualname] = Candidate(PARSE_ERROR, line, exc.raw_column, line, exc.raw_column,
+                                                         f"libcst cannot parse this function: {exc.message}", info.key)
             self.parsed[info.qualname] = None
             return None
         statement = module.body[0].body.body[0] if indented else module.body[0]
@@ -311,5 +297,5 @@ def _run_rules(root: cst.FunctionDef, ctx: RuleContext) -> None:
     walk(root, enter, leave)
 
 
-def analyze_file(job: FileJob, project: ProjectFacts) -> tuple[list[Candidate], list[Failure]]:
+def analyze_file(job: FileJob, project: ProjectFacts) -> tuple[dict[str, list[Candidate]], list[Failure]]:
     return FileAnalyzer(job, project).run()

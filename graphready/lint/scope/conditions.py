@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import ast
 import warnings
+from typing import Callable
 
 from graphready.lint.analysis.deep import python_limits
-from graphready.lint.scope.hotpath import CAPTURE_STEP, HotSet, Project
+from graphready.lint.scope.hotpath import CAPTURE_STEP, HotSet
 from graphready.lint.scope.index import FunctionInfo
 from graphready.lint.scope.regions import nested_blocks
 
@@ -61,9 +62,10 @@ def _tests_at(statements: list[ast.stmt], line: int) -> list[str]:
 class BranchTests:
     """Hot chains with the branch tests their calls sit under, from the module sources of one lint run."""
 
-    def __init__(self, texts: dict[str, str], hot: HotSet, project: Project):
+    def __init__(self, texts: dict[str, str], hot: HotSet, function: Callable[[str], FunctionInfo | None]):
         self.texts = texts  # module -> source
-        self.hot, self.project = hot, project
+        self.hot = hot
+        self.function = function  # key -> the function's index facts (None: not in the project)
         self.lines: dict[str, list[str]] = {}
         self.bodies: dict[str, list[ast.stmt]] = {}  # function key -> its statements, lines as in the file
         self.chains: dict[str, list[str]] = {}  # hot function -> its chain as shown
@@ -75,7 +77,7 @@ class BranchTests:
             chain = self.hot.chains[key]
             shown = chain[:1]
             for caller, callee in zip(chain, chain[1:]):
-                info = self.project.functions.get(caller.removesuffix(CAPTURE_STEP))
+                info = self.function(caller.removesuffix(CAPTURE_STEP))
                 line = self.hot.via.get(callee)
                 held = _tests_at(self._body(info), line) if info is not None and line is not None else []
                 shown.append(f"{callee} [if {' and '.join(held)}]" if held else callee)

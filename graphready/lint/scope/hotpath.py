@@ -11,9 +11,13 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 from fnmatch import translate
+from typing import TYPE_CHECKING
 
 from graphready.lint.scope.attrtypes import looks_like_class
 from graphready.lint.scope.index import CallSite, ClassInfo, FunctionInfo, ModuleIndex
+
+if TYPE_CHECKING:
+    from graphready.lint.lazyindex import LazyFacts
 from graphready.lint.scope.guards import is_glob
 from graphready.lint.scope.regions import within
 
@@ -51,10 +55,12 @@ class HotSet:
 
 
 class Project:
-    """All module indexes of one lint run, with cross-module name resolution."""
+    """All module indexes of one lint run, with cross-module name resolution. `lazy` fills in the call sites and
+    eager-only regions of a lazy index's functions as the walk reaches them (lint/lazyindex.py)."""
 
-    def __init__(self, modules: dict[str, ModuleIndex]):
+    def __init__(self, modules: dict[str, ModuleIndex], lazy: LazyFacts | None = None):
         self.modules = modules
+        self.lazy = lazy
         self.functions: dict[str, FunctionInfo] = {}
         self._lookups: dict[str, tuple | None] = {}
         for index in modules.values():
@@ -104,10 +110,23 @@ class Project:
                                        else name not in self._entries and name not in self.imported_classes)
         return self._never_built[name]
 
+    def deep(self, key: str) -> FunctionInfo:
+        """The function with its call sites and eager-only regions worked out."""
+        info = self.functions[key]
+        if not info.deep:
+            self.lazy.fill(self.modules[key.partition(":")[0]].path, info)
+        return info
+
+    def want(self, key: str) -> None:
+        """`deep(key)` will be asked for: start on it."""
+        info = self.functions[key]
+        if not info.deep:
+            self.lazy.want(self.modules[key.partition(":")[0]].path, info)
+
     def _call_never_runs(self, key: str, line: int) -> bool:
-        caller = self.functions.get(key)
-        if caller is None:
+        if key not in self.functions:
             return False
+        caller = self.deep(key)
         if within(line, caller.never_runs):
             return True
         return caller.class_qualname is not None and self._class_never_built(caller.class_qualname)
@@ -331,6 +350,15 @@ def _pattern_body(pattern: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
+def _first_match(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The patterns as one alternation, in order: a fullmatch takes the first alternative that matches, so its
+    group names the first entry matching (one match per function instead of one per entry)."""
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?P<p{i}>{_pattern_body(p)})" for i, p in enumerate(patterns)), re.DOTALL)
+
+
+@functools.lru_cache(maxsize=64)
 def _last_match(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
     """The patterns as one alternation, last entry first: a fullmatch takes the first alternative that
     matches, so its group names the last entry matching (`k` a `!entry`, `d` a plain one)."""
@@ -445,6 +473,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
     hot = HotSet()
     queue: deque[tuple[str, str | None]] = deque()  # (function, runtime class of its self)
     exclude = exclude or []
+    excluded = functools.cache(lambda key: _excluded(exclude, key))  # asked again for each call of a cold function
 
     def followed(caller: str, site: CallSite, targets: list[str]) -> bool:
         """Follow the call, unless a configured fact rules out the branch it is in: then note what it
@@ -453,11 +482,12 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
             return True
         hot.cut.setdefault(site.assumed, set()).update(
             (caller, site.line, target) for target in targets
-            if not project.functions[target].memoized and not _excluded(exclude, target))
+            if not project.functions[target].memoized and not excluded(target))
         return False
 
     def add(key: str, chain: list[str], why: str | None = None, line: int | None = None) -> None:
         if key not in hot.chains:
+            project.want(key)
             hot.chains[key] = chain
             if line is not None:
                 hot.via[key] = line
@@ -466,13 +496,14 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
                 hot.roots[why] = hot.roots.get(why, 0) + 1
 
     def cold(key: str) -> bool:
-        if _excluded(exclude, key):
+        if excluded(key):
             hot.excluded.add(key)
             return True
         return False
 
-    matched = {key: pattern for key in project.functions
-               if (pattern := next((p for p in patterns if _matches(p, key)), None))}
+    first = _first_match(tuple(patterns))
+    matched = {key: patterns[int(found.lastgroup[1:])] for key in project.functions
+               if first is not None and (found := first.fullmatch(key)) is not None}
     entries = frozenset(info.class_qualname.rsplit(".", 1)[-1] for key in matched
                         if (info := project.functions[key]).class_qualname)
     for key, info in sorted(project.functions.items()):
@@ -508,7 +539,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
         if (key, self_class) in walked:
             continue
         walked.add((key, self_class))
-        caller = project.functions[key]
+        caller = project.deep(key)
         for site in caller.calls:
             bound = project.resolve_bound(caller, site, self_class)
             if not followed(key, site, [target for target, _ in bound]):

@@ -92,6 +92,9 @@ class FunctionInfo:
     mentions_graph: bool = False
     declares_global: bool = False
     padded_rows: list[tuple[int, str, str]] = field(default_factory=list)  # GR605 (line, message, severity)
+    # `calls` and the regions above (excluded .. assumed) are worked out: a lazy index leaves them for the functions
+    # the hot walk reaches (`ModuleIndexer.deepen`)
+    deep: bool = True
 
     def short_circuits(self, line: int, column: int) -> bool:
         """The position is in an operand that only runs eagerly (`meta is not None and meta.flag.any()`)."""
@@ -417,8 +420,19 @@ def _given_args(call: ast.Call) -> tuple[int, list[str]]:
     return positions, [kw.arg for kw in call.keywords if kw.arg and not none(kw.value)]
 
 
-class _ModuleIndexer:
-    def __init__(self, module: str, path: str, is_package: bool, source: str, guards: Guards):
+@dataclass
+class _Context:
+    """Where a function sits, as its deep facts need it: its def, the function it is nested in (whose guards it
+    inherits) and its class's methods that return None when captured and one-time flags."""
+
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    parent: _Context | None
+    none_methods: set[str]
+    one_time_flags: OneTimeFlags
+
+
+class ModuleIndexer:
+    def __init__(self, module: str, path: str, is_package: bool, source: str, guards: Guards, lazy: bool = False):
         self.index = ModuleIndex(module=module, path=path)
         self.lines = source.splitlines()
         self.guards = replace(guards, assumed=guards.assumed.within(module))  # facts scoped to other modules left out
@@ -430,6 +444,16 @@ class _ModuleIndexer:
         self.platform_guards: dict[int, tuple[Guards, Guards]] = {}  # id(guards) -> (guards, guards.platform())
         self.bodies: dict[int, list[ast.AST]] = {}  # id(def node) -> walk_body: one walk per function per file
         self.method_regions: dict[int, tuple[set[str], Guards, Regions]] = {}  # id(def node) -> `_regions`
+        self.lazy = lazy and not self.guards.assumed  # assume facts count their tests in every function
+        self.contexts: dict[str, _Context] = {}  # qualname -> what `deepen` needs of where the function sits
+        self.scopes: dict[int, tuple[set[str], Guards, Regions]] = {}  # id(def node) -> `_scope`
+
+    @classmethod
+    def failed(cls, module: str, path: str, error: tuple[int, int, str]) -> "ModuleIndexer":
+        """The indexer of a file that does not parse: an index with its parse error and nothing else."""
+        indexer = cls(module, path, False, "", Guards())
+        indexer.index.parse_error = error
+        return indexer
 
     def run(self, tree: ast.Module) -> ModuleIndex:
         self.names.collect(tree)
@@ -571,7 +595,7 @@ class _ModuleIndexer:
         nones = [r for r in returns if returns_none(r.value)]
         if not nones or len(nones) == len(returns):
             return bool(nones)
-        _, _, regions = self._regions(node, None)
+        _, _, regions = self._regions(node, None, self.one_time_flags)
         captured = [r for r in returns if not within(r.lineno, regions.excluded)]
         return bool(captured) and all(returns_none(r.value) for r in captured)
 
@@ -582,29 +606,69 @@ class _ModuleIndexer:
             self.bodies[id(node)] = walk_body(node.body)
         return self.bodies[id(node)]
 
-    def _regions(self, node, outer: Guards | None) -> tuple[set[str], Guards, Regions]:
+    def _regions(self, node, outer: Guards | None, one_time_flags: OneTimeFlags) -> tuple[set[str], Guards, Regions]:
         """Declared globals, guards with the function's aliases, and its eager-only regions; kept for a method
         (no outer guards) so the class pre-pass and the index compute them once."""
         if outer is None and id(node) in self.method_regions:
             return self.method_regions[id(node)]
         body_nodes = self._body_nodes(node)
-        global_names = {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
+        global_names = _global_names(body_nodes)
         guards = (outer or self.guards).with_aliases(body_nodes, self.names)
-        found = global_names, guards, function_regions(node, guards, self.names, global_names, body_nodes, self.one_time_flags)
+        found = global_names, guards, function_regions(node, guards, self.names, global_names, body_nodes, one_time_flags)
         if outer is None:
             self.method_regions[id(node)] = found
         return found
 
-    def _function(self, node, prefix: str, class_info: ClassInfo | None, outer: Guards | None = None) -> None:
+    def _scope(self, context: _Context) -> tuple[set[str], Guards, Regions]:
+        """The function's locals that are empty when captured, its guards (what functions nested in it start
+        from) and its eager-only regions."""
+        if id(context.node) not in self.scopes:
+            outer = self._scope(context.parent)[1] if context.parent is not None else None
+            body_nodes = self._body_nodes(context.node)
+            global_names, guards, regions = self._regions(context.node, outer, context.one_time_flags)
+            dead_when_captured = falsy_when_captured(body_nodes, regions.excluded, context.none_methods, global_names)
+            if dead_when_captured:
+                guards = guards.adding(eager_if=dead_when_captured)
+                regions = function_regions(context.node, guards, self.names, global_names, body_nodes,
+                                           context.one_time_flags)
+            self.scopes[id(context.node)] = dead_when_captured, guards, regions
+        return self.scopes[id(context.node)]
+
+    def deepen(self, qualname: str) -> FunctionInfo:
+        """Fill in the function's call sites and eager-only regions (what the hot walk and the rules read)."""
+        info = self.index.functions[qualname]
+        if info.deep:
+            return info
+        context = self.contexts[qualname]
+        node = context.node
+        dead_when_captured, guards, regions = self._scope(context)
+        info.excluded = regions.excluded
+        info.memo = regions.memo
+        info.cold_spans = regions.cold_spans
+        info.empty_when_captured = sorted(dead_when_captured)
+        info.never_runs = never_run(node.body, self._platform(guards), self.names) if regions.excluded else []
+        info.assumed = regions.assumed
+        for label in regions.matched:
+            self.index.assumed_tests[label] = self.index.assumed_tests.get(label, 0) + 1
+        body_nodes = self._body_nodes(node)
+        nested = {stmt.name: f"{self.index.module}:{qualname}.{stmt.name}" for stmt in body_nodes
+                  if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        _FunctionScanner(info, self.names, nested, self.index).scan(node, body_nodes)
+        info.deep = True
+        return info
+
+    def _deep_now(self, info: FunctionInfo, text: str) -> bool:
+        """Facts the whole project reads come from these functions, hot or not: capture sites (roots), what the
+        rules check anyway (`graph(`/`.replay(` text, padded rows) and `set_weight_attrs` (the loader's host
+        attributes); a lazy index leaves the rest to the walk."""
+        return (not self.lazy or bool(info.capture_bodies or info.mentions_graph or info.padded_rows)
+                or "make_graphed_callables" in text or "set_weight_attrs" in text)
+
+    def _function(self, node, prefix: str, class_info: ClassInfo | None, parent: _Context | None = None) -> None:
         qualname = f"{prefix}{node.name}"
         decorators = [d for d in (self.names.resolve(_decorator_callee(dec)) for dec in node.decorator_list) if d]
         body_nodes = self._body_nodes(node)
         def_line = self.lines[node.lineno - 1] if node.lineno - 1 < len(self.lines) else ""
-        global_names, guards, regions = self._regions(node, outer)
-        dead_when_captured = falsy_when_captured(body_nodes, regions.excluded, self.none_methods, global_names)
-        if dead_when_captured:
-            guards = guards.adding(eager_if=dead_when_captured)
-            regions = function_regions(node, guards, self.names, global_names, body_nodes, self.one_time_flags)
         info = FunctionInfo(
             key=f"{self.index.module}:{qualname}",
             qualname=qualname,
@@ -619,28 +683,23 @@ class _ModuleIndexer:
             returns_tensor=node.returns is not None and annotation_kind(ast.unparse(node.returns)) == TENSOR,
             returns_class=returned_class(self.names, node, body_nodes) if class_info is not None else None,
             returns_pageable=returns_pageable_tensor(self.names, body_nodes),
-            excluded=regions.excluded,
-            memo=regions.memo,
-            cold_spans=regions.cold_spans,
-            empty_when_captured=sorted(dead_when_captured),
             capture_bodies=capture_bodies(body_nodes, self.names),
-            never_runs=never_run(node.body, self._platform(guards), self.names) if regions.excluded else [],
             absent_regions=absent_argument_regions(node),
-            assumed=regions.assumed,
-            declares_global=bool(global_names),
+            declares_global=bool(_global_names(body_nodes)),
             params=[a.arg for a in [*node.args.posonlyargs, *node.args.args]],
             padded_rows=stale_padded_rows(body_nodes),
+            deep=False,
         )
         text = "\n".join(self.lines[info.lineno - 1:info.end_lineno])
         info.mentions_graph = bool(GRAPH_TEXT.search(text))
         self.index.functions[qualname] = info
-        for label in regions.matched:
-            self.index.assumed_tests[label] = self.index.assumed_tests.get(label, 0) + 1
-        nested = {}
-        for stmt in body_nodes:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                nested[stmt.name] = f"{self.index.module}:{qualname}.{stmt.name}"
-        _FunctionScanner(info, self.names, nested, self.index).scan(node, body_nodes)
+        context = self.contexts[qualname] = _Context(node, parent, self.none_methods, self.one_time_flags)
+        if self._deep_now(info, text):
+            self.deepen(qualname)
+        else:  # what `_FunctionScanner` would add to the module's facts
+            for stmt in body_nodes:
+                if type(stmt) is ast.Assign or type(stmt) is ast.Call:
+                    self.index.parameter_attrs |= _parameter_attrs(stmt, self.names)
         self._record_class_uses(info.key, body_nodes)
         self._record_class_arguments(body_nodes)
         if class_info is not None:
@@ -648,9 +707,13 @@ class _ModuleIndexer:
             class_info.graph_inputs |= _attrs_read_in(body_nodes, info.capture_bodies)
         for stmt in body_nodes:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self._function(stmt, f"{qualname}.", None, guards)
+                self._function(stmt, f"{qualname}.", None, context)
             elif isinstance(stmt, ast.ClassDef):
                 self._class(stmt, f"{qualname}.")
+
+def _global_names(body_nodes: list[ast.AST]) -> set[str]:
+    return {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
+
 
 def _class_name(node: ast.AST) -> str | None:
     """`Foo` of a `Foo` or `mod.Foo` expression (a capitalised name: what looks like a class)."""
@@ -683,21 +746,25 @@ def _first_line(stmt: ast.stmt) -> int:
 
 
 def index_module(module: str, path: str, source: str, guards: Guards, is_package: bool = False) -> ModuleIndex:
+    """The module's index with every function's facts worked out."""
+    return module_indexer(module, path, source, guards, is_package).index
+
+
+def module_indexer(module: str, path: str, source: str, guards: Guards, is_package: bool = False,
+                   lazy: bool = False) -> "ModuleIndexer":
+    """The indexer of one module, holding its tree: with `lazy`, the call sites and eager-only regions of most
+    functions are left for `deepen` (the hot walk reaches about one function in seven)."""
     try:
         with python_limits(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # `1()` or "\d" in the user's code is not ours to print
             tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
-        index = ModuleIndex(module=module, path=path)
-        index.parse_error = (exc.lineno or 1, max((exc.offset or 1) - 1, 0), exc.msg)
-        return index
+        return ModuleIndexer.failed(module, path, (exc.lineno or 1, max((exc.offset or 1) - 1, 0), exc.msg))
     except ValueError as exc:  # e.g. null bytes
-        index = ModuleIndex(module=module, path=path)
-        index.parse_error = (1, 0, str(exc))
-        return index
+        return ModuleIndexer.failed(module, path, (1, 0, str(exc)))
     except (RecursionError, MemoryError):  # nesting deeper than CPython itself can compile
-        index = ModuleIndex(module=module, path=path)
-        index.parse_error = (1, 0, "nested too deeply for Python to compile")
-        return index
-    return _ModuleIndexer(module, path, is_package, source, guards).run(tree)
+        return ModuleIndexer.failed(module, path, (1, 0, "nested too deeply for Python to compile"))
+    indexer = ModuleIndexer(module, path, is_package, source, guards, lazy)
+    indexer.run(tree)
+    return indexer
 
