@@ -40,12 +40,10 @@ def helper(x) -> torch.Tensor:
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n")
-    (tmp_path / "step.py").write_text(STEP)
-    (tmp_path / "helpers.py").write_text(HELPERS)
-    return tmp_path
+def project(project_tree, monkeypatch):
+    root = project_tree({"step.py": STEP, "helpers.py": HELPERS})("")
+    monkeypatch.chdir(root)
+    return root
 
 
 @pytest.fixture

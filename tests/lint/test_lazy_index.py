@@ -60,12 +60,10 @@ def test_a_lazy_index_leaves_unreached_work_undone():
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("[tool.graphready]\n")
-    (tmp_path / "step.py").write_text(CALLER)
-    (tmp_path / "helpers.py").write_text(HELPERS)
-    return tmp_path
+def project(project_tree, monkeypatch):
+    root = project_tree({"step.py": CALLER, "helpers.py": HELPERS})("")
+    monkeypatch.chdir(root)
+    return root
 
 
 def _findings(capsys, *args) -> list[tuple[str, int, str]]:
