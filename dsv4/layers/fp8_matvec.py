@@ -2,8 +2,8 @@
 
 At decode batch sizes the dense (attention) linears are matrix-vector products bound by the bytes they read. A
 bf16 copy of an FP8 weight reads twice the bytes of the weight itself. This kernel reads the FP8 weight and its
-block scales: each program keeps one fp32 partial sum per (row of x, output row, column within a 128 block),
-adds (x * the block's scale) * w for every block, and reduces once at the end, so the loop has no reduction
+block scales: each program keeps one fp32 partial sum per (row of x, output row, column of a loop step), adds
+(x * its block's scale) * w for every step, and reduces once at the end, so the loop has no reduction
 (a first version that summed each block and quantised x inside the loop ran at a third of the bandwidth: two
 block-wide reductions per 2 KB of weights). A bf16 copy rounded each weight times an fp32 block scale to bf16
 first; here the weights keep their exact values and only x * scale rounds (fp32), so results agree with that path
@@ -75,8 +75,9 @@ def stack(parts: list[FP8BlockWeight]) -> FP8BlockWeight | None:
 
 
 def fp8_matvec(x: torch.Tensor, matrix: FP8BlockWeight, groups: int = 1) -> torch.Tensor | None:
-    """bf16 [rows, out]: x [rows, groups * in] times `matrix` (from `kernel_weight` or `stack`), whose rows form `groups` equal groups each reading its slice of x; None where the kernel cannot run
-    (another device, too many rows, a layout it does not read)."""
+    """bf16 [rows, out]: x [rows, groups * in] times `matrix` (from `kernel_weight` or `stack`), whose rows form
+    `groups` equal groups, each reading its slice of x; None where the kernel cannot run (another device, too many
+    rows, a layout it does not read)."""
     n_out, k = matrix.shape
     rows = x.shape[0]
     if (not runs_triton(x) or x.dim() != 2 or rows > MAX_ROWS or x.shape[1] != groups * k or x.stride(1) != 1
