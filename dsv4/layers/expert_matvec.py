@@ -97,11 +97,6 @@ def fused_available(weight, x: torch.Tensor, shared=None) -> bool:
             and shared.packed.stride(0) == weight.packed.stride(1) and shared.scale.stride(0) == weight.scale.stride(1))
 
 
-def expert_matvec(weight, ids: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """Write W[ids[n]] @ x[n] into `out` ([N, out] bf16) for `ids` [N] and `x` [N, in] bf16; returns `out`."""
-    return expert_matvecs([weight], ids, x, [out])[0]
-
-
 def expert_matvecs(weights: list, ids: torch.Tensor, x: torch.Tensor, outs: list[torch.Tensor],
                    shared: list | None = None) -> list[torch.Tensor]:
     """One launch for one or two stacked expert matrices of one shape (gate and up read the same input), and

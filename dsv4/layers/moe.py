@@ -1,7 +1,7 @@
 """Mixture of experts with sqrt-softplus routing and clamped SwiGLU (spec section 5).
 
 Dispatch has a fixed shape at any batch size: each of the B*k (token, expert) pairs is one row of a
-batched matrix-vector product over the stacked expert weights (`expert_matvec`), so only the selected
+batched matrix-vector product over the stacked expert weights (`expert_matvecs`), so only the selected
 experts' bytes are read and nothing depends on device values.
 """
 
@@ -123,15 +123,14 @@ class MoE:
         has them (the fused norm before)."""
         idx, w = self.route(x, token_ids, x32)
         flat = idx.flatten()
-        shared_xq = xq
-        xq = (act_quant(x) if xq is None else xq) if self.quantize_up_input else x
+        routed_in = (act_quant(x) if xq is None else xq) if self.quantize_up_input else x
         joined = self.shared_rows is not None
-        gate, up = expert_matvecs([self.w1, self.w3], flat, xq, [self.gate_out, self.up_out],
+        gate, up = expert_matvecs([self.w1, self.w3], flat, routed_in, [self.gate_out, self.up_out],
                                   self.shared_rows[:2] if joined else None)
         h = swiglu_bf16(gate, up, self.limit, w.flatten(), self.quantize_down_input)
         down = expert_matvecs([self.w2], flat, h, [self.down_out], self.shared_rows[2:] if joined else None)[0]
         routed = down[: flat.numel()]
-        shared = [down[flat.numel():]] if joined else [expert(x, self.limit, shared_xq) for expert in self.shared]
+        shared = [down[flat.numel():]] if joined else [expert(x, self.limit, xq) for expert in self.shared]
         if len(shared) <= 1:
             fused = fused_combine(routed, shared[0] if shared else None, self.top_k)  # one kernel on CUDA
             if fused is not None:

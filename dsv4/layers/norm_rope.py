@@ -29,6 +29,11 @@ if triton is not None:
         return v.to(tl.bfloat16).to(tl.float32)
 
     @triton.jit
+    def _fp8_blocks(y, BLOCK: tl.constexpr, QB: tl.constexpr, QMAX: tl.constexpr, FLOOR: tl.constexpr):
+        """A row of BLOCK values through e4m3, one scale per QB of them (`fp8_quant`'s code), fp32."""
+        return tl.reshape(fp8_round_trip(tl.reshape(y.to(tl.float32), (BLOCK // QB, QB)), QMAX, FLOOR), (BLOCK,))
+
+    @triton.jit
     def _norm_rope(x, weight, cos_sin, out, out_q, out_f, n, rows_per_cos, eps,
                    NORM: tl.constexpr, HAS_WEIGHT: tl.constexpr, ROPE: tl.constexpr, INVERSE: tl.constexpr,
                    ROUND_INPUT: tl.constexpr, QUANT: tl.constexpr, QMAX: tl.constexpr, FLOOR: tl.constexpr,
@@ -55,16 +60,15 @@ if triton is not None:
             y = y.to(out.dtype.element_ty)
             tl.store(out + base + cols, y, mask=ok)
             if QUANT_OUT:  # also the e4m3 round trip per QUANT_OUT channels (a GEMM input, `fp8_quant`'s code)
-                q = fp8_round_trip(tl.reshape(y.to(tl.float32), (BLOCK // QUANT_OUT, QUANT_OUT)), QMAX, FLOOR)
-                tl.store(out_q + base + cols, tl.reshape(q, (BLOCK,)).to(out_q.dtype.element_ty), mask=ok)
+                q = _fp8_blocks(y, BLOCK, QUANT_OUT, QMAX, FLOOR)
+                tl.store(out_q + base + cols, q.to(out_q.dtype.element_ty), mask=ok)
             if F32_OUT:  # and the stored values widened to fp32 (an fp32 GEMM's input)
                 tl.store(out_f + base + cols, y.to(tl.float32), mask=ok)
         else:
             head = n - ROPE
             y = y.to(out.dtype.element_ty)
             if QUANT:  # the head's e4m3 round trip per QUANT channels (`fp8_quant`'s code) on the stored values
-                y = tl.reshape(fp8_round_trip(tl.reshape(y.to(tl.float32), (BLOCK // QUANT, QUANT)), QMAX, FLOOR),
-                               (BLOCK,)).to(out.dtype.element_ty)
+                y = _fp8_blocks(y, BLOCK, QUANT, QMAX, FLOOR).to(out.dtype.element_ty)
             tl.store(out + base + cols, y, mask=cols < head)
             # the tail again as pairs [ROPE/2, 2], normed and rounded exactly as above
             pair = tl.arange(0, ROPE // 2)

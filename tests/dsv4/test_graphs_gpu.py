@@ -73,7 +73,7 @@ def test_pro_4l_synthetic_decodes_with_full_graphs():
 @needs_gpu
 def test_fused_nvfp4_expert_matvec_matches_dequantize_then_matmul():
     from dsv4.formats import quantize_nvfp4
-    from dsv4.layers.expert_matvec import expert_matvec, fused_available
+    from dsv4.layers.expert_matvec import expert_matvecs, fused_available
 
     gen = torch.Generator(device="cuda").manual_seed(0)
     weight = quantize_nvfp4(torch.randn(8, 200, 4096, device="cuda", generator=gen) * 0.02)
@@ -81,7 +81,7 @@ def test_fused_nvfp4_expert_matvec_matches_dequantize_then_matmul():
     x = torch.randn(4, 4096, device="cuda", generator=gen).to(torch.bfloat16)
     x[2] = x[0]
     assert fused_available(weight, x)
-    fused = expert_matvec(weight, ids, x, torch.empty(4, 200, dtype=torch.bfloat16, device="cuda"))
+    fused = expert_matvecs([weight], ids, x, [torch.empty(4, 200, dtype=torch.bfloat16, device="cuda")])[0]
     dense = torch.bmm(weight.index_select(ids).dequantize(), x.unsqueeze(-1)).squeeze(-1)
     # the kernel keeps weights in fp32 where dequantize() rounds each one to bf16: agreement to ~bf16 precision
     assert (fused.float() - dense.float()).abs().max() <= 0.01 * dense.float().abs().max()

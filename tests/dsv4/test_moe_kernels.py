@@ -86,7 +86,7 @@ def test_gate_up_and_the_shared_expert_in_one_launch_equal_one_launch_each(devic
     stack, and gate and up in one launch equal one launch each: the same arithmetic, bit for bit (also in the
     interpreter, which runs one kernel both ways)."""
     from dsv4.formats import NVFP4Weight
-    from dsv4.layers.expert_matvec import expert_matvec, expert_matvecs
+    from dsv4.layers.expert_matvec import expert_matvecs
 
     (gate, up), shared, g = _expert_stacks(device)
     batch, k = 2, 3
@@ -95,12 +95,12 @@ def test_gate_up_and_the_shared_expert_in_one_launch_equal_one_launch_each(devic
     outs = [torch.full((batch * k + batch, 48), float("nan"), dtype=torch.bfloat16, device=device) for _ in range(2)]
     expert_matvecs([gate, up], ids, x, outs, shared)
     for stack, matrix, out in zip((gate, up), shared, outs):
-        alone = expert_matvec(stack, ids, x.repeat_interleave(k, dim=0), torch.empty(batch * k, 48, dtype=torch.bfloat16,
-                                                                                   device=device))
+        alone = expert_matvecs([stack], ids, x.repeat_interleave(k, dim=0),
+                               [torch.empty(batch * k, 48, dtype=torch.bfloat16, device=device)])[0]
         assert torch.equal(out[: batch * k], alone)
         one = NVFP4Weight(matrix.packed[None], matrix.scale[None], matrix.global_scale[None])
-        by_itself = expert_matvec(one, torch.zeros(batch, dtype=torch.long, device=device), x,
-                                  torch.empty(batch, 48, dtype=torch.bfloat16, device=device))
+        by_itself = expert_matvecs([one], torch.zeros(batch, dtype=torch.long, device=device), x,
+                                   [torch.empty(batch, 48, dtype=torch.bfloat16, device=device)])[0]
         assert torch.equal(out[batch * k :], by_itself)
         dense = x.float() @ matrix.dequantize(dtype=torch.float32).T  # the weights' exact values
         assert (out[batch * k :].float() - dense).abs().max() <= 0.01 * dense.abs().max()
