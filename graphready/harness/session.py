@@ -430,19 +430,28 @@ def _count_escaped_kernels(run: UnitRun, graph, outcome, capture_stream: torch.c
         run.result.graph_kernels = kernel_check.replay_kernel_count(replay_once)
     eager_kernels, graph_kernels = run.result.kernels, run.result.graph_kernels
     if eager_kernels is not None and graph_kernels is not None and graph_kernels < eager_kernels:
-        _report_escaped(run, kernel_check.escaped_message(eager_kernels, graph_kernels), capture_stream, step)
+        _report_escaped(run, eager_kernels, graph_kernels, capture_stream, step)
     elif outcome.empty_warning and eager_kernels:
-        _report_escaped(run, kernel_check.escaped_message(eager_kernels, 0), capture_stream, step)
+        _report_escaped(run, eager_kernels, 0, capture_stream, step)
 
 
-def _report_escaped(run: UnitRun, counted: str, capture_stream: torch.cuda.Stream, step: Callable[[], Any]) -> None:
+def _report_escaped(run: UnitRun, eager_kernels: int, graph_kernels: int, capture_stream: torch.cuda.Stream,
+                    step: Callable[[], Any]) -> None:
     """GD202 at each line that launched an escaped kernel, found by one more (profiled) capture of the step;
-    at the step when the profiler cannot say."""
+    at the step when the profiler cannot say. A non-empty graph whose profiled capture ran no kernel at all
+    escaped nothing: the eager count was off (a profiler that lost or added events), and a count alone is
+    no verdict."""
     why = "the profiled capture named no user call site"
     try:
         launches = kernel_check.escaped_launches(step, capture_stream, run.options.root)
     except Exception as exc:  # the profiler, or the step captured again: the count stands, unlocated
         launches, why = {}, f"{type(exc).__name__}: {exc}"
+    else:
+        if not launches and graph_kernels:
+            run.result.notes.append(f"the eager step counted {eager_kernels} kernels and the graph holds {graph_kernels}, "
+                                    "but no kernel ran during a profiled capture: nothing escaped")
+            return
+    counted = kernel_check.escaped_message(eager_kernels, graph_kernels)
     located = {location: kernels for location, kernels in launches.items() if location is not None}
     if not located:
         run.result.notes.append(f"escaped kernels not located: {why}")

@@ -292,6 +292,18 @@ class CaptureSameScale:
         return x * self.swizzled
 
 
+class EagerVerifiedScale:
+    """SGLang 0.5.23's qwen_image norm: outside capture the fast path is also checked against the reference
+    (here by a device-side assert, no sync); during capture the check is skipped. The eager step launches
+    more kernels than the graph holds, yet nothing escapes the graph."""
+
+    def __call__(self, x):
+        out = x * 2
+        if not torch.cuda.is_current_stream_capturing():
+            torch._assert_async((out - (x + x)).abs().amax() == 0)
+        return out
+
+
 # -- GD303: replays that disagree with each other -------------------------------------------------
 
 
@@ -760,6 +772,7 @@ def hazard_units() -> list[Unit]:
         _unit("clean_escaped_compiled_kernel", compiled_stream, setup=compiled_stream.warm),
         _unit("degenerate_capture_path", CaptureFallbackScale()),
         _unit("clean_degenerate_capture_path", CaptureSameScale()),
+        _unit("eager_only_check", EagerVerifiedScale()),
         _unit("unstable_dropout", TrainingDropout()),
         _unit("clean_unstable_dropout", InferenceDropout()),
         _unit("freed_prefetch", PrefetchedWeight()),
