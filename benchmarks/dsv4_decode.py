@@ -113,8 +113,52 @@ def time_parts(decoder: GraphDecoder, repeats: int) -> tuple[list[float], float]
     return graphs, copy
 
 
-def time_decoder(model: DSV4Model, mode: str, steps: int, use_graphs: bool) -> tuple[float, int, tuple | None]:
-    """(seconds per token, graphs captured, `time_parts` for a full-graph run)."""
+def busy_us(intervals: list[tuple[float, float]]) -> float:
+    """Microseconds covered by at least one of the (start, end) intervals."""
+    busy, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            busy += end - max(start, reach)
+            reach = end
+    return busy
+
+
+def graph_kernel_lines(decoder: GraphDecoder, rows: int) -> list[str]:
+    """Each device's full-step graph replayed once under the profiler: its span, the time some kernel ran (the
+    rest is launch gaps and dependency waits), and its kernels by total time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    decoder.synchronize()
+    lines = []
+    for plan in decoder.plans:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            with torch.cuda.stream(plan.stream):
+                plan.segments[0].graph.replay()
+            plan.stream.synchronize()
+        kernels = [e for e in prof.events() if e.device_type.name == "CUDA" and not e.name.startswith(("Memcpy", "Memset"))]
+        if not kernels:
+            lines.append(f"  {plan.device}: the profiler recorded no kernel of the graph")
+            continue
+        intervals = [(e.time_range.start, e.time_range.end) for e in kernels]
+        span = max(end for _, end in intervals) - min(start for start, _ in intervals)
+        busy = busy_us(intervals)
+        layers = max(sum(d == plan.device for d in decoder.model.layer_devices), 1)
+        lines.append(f"  {plan.device}: {len(kernels)} kernels, span {span:.0f} us, some kernel running {busy:.0f} us "
+                     f"({100 * busy / span:.0f}%); per layer {len(kernels) / layers:.1f} kernels, {span / layers:.1f} us")
+        totals: dict[str, list[float]] = {}
+        for e in kernels:
+            entry = totals.setdefault(e.name, [0, 0.0])
+            entry[0] += 1
+            entry[1] += e.time_range.end - e.time_range.start
+        for name, (count, total) in sorted(totals.items(), key=lambda kv: -kv[1][1])[:rows]:
+            lines.append(f"    {total:8.0f} us {100 * total / span:5.1f}%  {count:4d}x {total / count:7.2f} us  {name[:70]}")
+    return lines
+
+
+def time_decoder(model: DSV4Model, mode: str, steps: int, use_graphs: bool,
+                 profile_rows: int = 0) -> tuple[float, int, tuple | None]:
+    """(seconds per token, graphs captured, `time_parts` for a full-graph run); `profile_rows` > 0 also prints
+    the kernels inside each device's graph."""
     decoder = GraphDecoder(model, mode, use_graphs=use_graphs)
     decoder.capture()
     for pos, token in enumerate(PROMPT):
@@ -128,6 +172,8 @@ def time_decoder(model: DSV4Model, mode: str, steps: int, use_graphs: bool) -> t
     seconds = (time.perf_counter() - start) / steps
     count = decoder.capture_count
     parts = time_parts(decoder, steps) if use_graphs and mode == "full" else None
+    if parts is not None and profile_rows:
+        print("\n".join(graph_kernel_lines(decoder, profile_rows)), flush=True)
     del decoder
     gc.collect()
     torch.cuda.empty_cache()
@@ -183,7 +229,8 @@ def split_lines(splits: list[GpuSplit], step_s: float, copy_s: float, peak: floa
     return lines
 
 
-def bench(model: DSV4Model, label: str, steps: int, peak: float, runs: list[str], kernels: dict[int, int]) -> list[dict]:
+def bench(model: DSV4Model, label: str, steps: int, peak: float, runs: list[str], kernels: dict[int, int],
+          profile_rows: int = 0) -> list[dict]:
     nbytes = model.weight_bytes_per_token
     total_kernels = sum(kernels.values()) if kernels else None
     layers = model.config.num_hidden_layers
@@ -193,7 +240,7 @@ def bench(model: DSV4Model, label: str, steps: int, peak: float, runs: list[str]
         if mode is None:
             seconds, count = time_eager(model, steps), 0
         else:
-            seconds, count, parts = time_decoder(model, mode, steps, graphs)
+            seconds, count, parts = time_decoder(model, mode, steps, graphs, profile_rows)
         row = {"dense": label, "run": name, "graphs": count, "ms_per_token": seconds * 1e3,
                "weight_gb_per_token": nbytes / 1e9, "hbm_fraction": nbytes / seconds / peak,
                "kernels_per_layer": None if total_kernels is None else total_kernels / layers}
@@ -224,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peak-gbps", type=float, help="peak HBM bandwidth in GB/s (default: from the device name)")
     p.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {','.join(RUNS)}")
     p.add_argument("--json", help="also write the rows to this file")
-    p.add_argument("--profile", action="store_true", help="print the top CUDA kernels of one step first")
+    p.add_argument("--profile", action="store_true", help="print the top CUDA kernels of one step first, and of each GPU's full graph")
     return p
 
 
@@ -269,7 +316,7 @@ def run(args) -> list[dict]:
     for label in labels:
         model = DSV4Model(args.config, weights, devices, max_len=args.max_len, resident=label == "resident")
         kernels = count_kernels(model, table_rows=15 if args.profile else 0)
-        rows += bench(model, label, args.steps, peak, args.runs, kernels)
+        rows += bench(model, label, args.steps, peak, args.runs, kernels, 25 if args.profile else 0)
         del model
         gc.collect()
         torch.cuda.empty_cache()

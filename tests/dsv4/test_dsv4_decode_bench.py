@@ -87,3 +87,9 @@ def test_split_lines_show_each_gpu_and_the_hop(bench):
     assert lines[2].split()[:8] == ["hop", "step", "-", "GPUs'", "graphs", "=", "0.500", "ms"]
     assert "stream copy alone 12.0 us" in lines[2]
     assert len(bench.split_lines(splits[:1], 4e-3, 0.0, 4.8e12)) == 1  # one GPU: no hop
+
+
+def test_busy_time_counts_overlapping_kernels_once(bench):
+    # PDL lets a kernel start before the previous one ends: the overlap is busy once, the gap not at all
+    assert bench.busy_us([(0, 10), (8, 12), (20, 25)]) == 17
+    assert bench.busy_us([(5, 6), (0, 10)]) == 10 and bench.busy_us([]) == 0
