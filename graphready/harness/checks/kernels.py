@@ -105,10 +105,20 @@ def escaped_launches(step: Callable[[], Any], stream: torch.cuda.Stream,
     return launch_lines(trace, CAPTURE_RANGE, sites.sites, root)
 
 
+def _while_capturing(calls: list[runtime_trace.ApiCall]) -> list[runtime_trace.ApiCall]:
+    """The calls between the stream's begin- and end-capture calls. Before the begin, `torch.cuda.graph` itself
+    launches kernels (it fills the RNG's seed and offset for the graph): they run, but escape nothing."""
+    begins = [i for i, call in enumerate(calls) if "StreamBeginCapture" in call.name]
+    ends = [i for i, call in enumerate(calls) if "StreamEndCapture" in call.name]
+    return calls[begins[0] + 1:ends[-1] if ends else len(calls)] if begins else calls
+
+
 def launch_lines(trace: runtime_trace.RuntimeTrace, range_name: str, sites: list[CallSite],
                  root: Path | None = None) -> dict[Location | None, list[str]]:
-    """The kernels that executed after a launch made inside `range_name`, by the user line of that launch."""
-    launches = {call.correlation: call for call in trace.calls_in(range_name) if call.correlation is not None}
+    """The kernels that executed after a launch made inside `range_name` while the stream was capturing, by the
+    user line of that launch."""
+    calls = _while_capturing(trace.calls_in(range_name))
+    launches = {call.correlation: call for call in calls if call.correlation is not None}
     found: dict[Location | None, list[str]] = {}
     for kernel in trace.kernels:
         call = launches.get(kernel.correlation)
