@@ -149,15 +149,17 @@ class Attention:
 
     # -- shared math ---------------------------------------------------------------------------------
     def project(self, x: torch.Tensor, cos_sin: torch.Tensor, q_out: torch.Tensor | None = None,
-                xq: torch.Tensor | None = None):
+                xq: torch.Tensor | None = None, kv_slots: torch.Tensor | None = None):
         """x (normed, bf16 [rows,D]; `xq` its `act_quant` when the caller has it) -> q [rows,H,hd] (into `q_out`
-        when given), the tokens' cache entries kv [rows,hd], qr [rows,q_lora] and its `act_quant`."""
+        when given), the tokens' cache entries kv [rows,hd] (with `kv_slots`, the step's [T] cache slots on the
+        device, written to the cache there and the cache returned), qr [rows,q_lora] and its `act_quant`."""
         eps = self.ctx.config.rms_norm_eps
         q_low, kv = self.wq_a_wkv(x, xq=xq)
         qr, qr_quantized, _ = rms_norm_for_gemm(q_low, self.q_norm, eps)
         q = self.wq_b(qr, xq=qr_quantized).unflatten(-1, (self.heads, self.head_dim))
         q = norm_rope_tail(q, None, eps, self.rope_dim, cos_sin, out=q_out)
-        kv = norm_rope_tail(kv, self.kv_norm, eps, self.rope_dim, cos_sin, quant_block=FP8_BLOCK)  # RoPE stays bf16
+        kv = norm_rope_tail(kv, self.kv_norm, eps, self.rope_dim, cos_sin, quant_block=FP8_BLOCK,  # RoPE stays bf16
+                            scatter=None if kv_slots is None else (self.kv_cache, kv_slots))
         return q, kv, qr, qr_quantized
 
     def attend(self, q: torch.Tensor, keys: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -220,8 +222,7 @@ class Attention:
         needs goes to the buffers `q_out` and (CSA) `qi_out`, `wi_out`. `xq` (`act_quant(x)`) and `x32` (x in
         fp32, the compressors' input): when the caller has them."""
         cos_sin = self.positions.rope_rows[bool(self.ratio)]
-        _, kv, qr, qr_quantized = self.project(x, cos_sin, q_out, xq)
-        self.kv_cache.index_copy_(1, self.positions.kv_slot, kv.unflatten(0, (-1, self.steps)))
+        _, _, qr, qr_quantized = self.project(x, cos_sin, q_out, xq, self.positions.kv_slot)
         for compressor in self._compressors():
             compressor.update_graph(x, x32)
         if self.indexer is not None:

@@ -77,12 +77,18 @@ class Compressor:
             previous, current = halves.index_select(1, 1 - half)[:, 0], halves.index_select(1, half)[:, 0]
         return torch.cat([previous[..., :c], current[..., c:]], dim=1)
 
-    def _finish(self, pooled: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
-        """norm -> RoPE at the window start -> fake-quant, as the cache stores it (bf16 [B, width])."""
+    def _finish(self, pooled: torch.Tensor, cos_sin: torch.Tensor, slots: torch.Tensor | None = None) -> torch.Tensor:
+        """norm -> RoPE at the window start -> fake-quant, as the cache stores it (bf16 [B, width]); with `slots`
+        (the [T] device slots of the B x T rows) committed to the entries there instead (the main compressor's
+        norm kernel writes them itself), returning the entries."""
         cfg = self.ctx.config
+        scatter = None if slots is None or self.indexer else (self.entries, slots)
         entry = norm_rope_tail(pooled, self.norm, cfg.rms_norm_eps, cfg.qk_rope_head_dim, cos_sin,
-                               dtype=torch.bfloat16, quant_block=0 if self.indexer else FP8_BLOCK)
-        return hadamard_fp4(entry, self.ctx.fp4_tables) if self.indexer else entry
+                               dtype=torch.bfloat16, quant_block=0 if self.indexer else FP8_BLOCK, scatter=scatter)
+        if not self.indexer:
+            return entry
+        entry = hadamard_fp4(entry, self.ctx.fp4_tables)
+        return entry if slots is None else self.entries.index_copy_(1, slots, entry.unflatten(0, (-1, slots.numel())))
 
     def update_eager(self, x: torch.Tensor, position: int, rope: torch.Tensor) -> None:
         """The step's tokens in order (x [B*T] rows in (sequence, token) order, token t at `position + t`),
@@ -112,8 +118,7 @@ class Compressor:
         if pooled is None:
             pooled = torch.stack([self._write_and_pool(kv[t::steps], score[t::steps], slice(t, t + 1))
                                   for t in range(steps)], dim=1).flatten(0, 1)
-        entry = self._finish(pooled, self.positions.start_rows[self.ratio])
-        self.entries.index_copy_(1, p.target, entry.unflatten(0, (-1, steps)))
+        self._finish(pooled, self.positions.start_rows[self.ratio], p.target)
 
     def _write_and_pool(self, kv: torch.Tensor, score: torch.Tensor, row: slice) -> torch.Tensor:
         """The torch form of `fused_state_pool` for one token (`row` of the step's positions)."""

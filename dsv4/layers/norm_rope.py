@@ -34,13 +34,16 @@ if triton is not None:
         return tl.reshape(fp8_round_trip(tl.reshape(y.to(tl.float32), (BLOCK // QB, QB)), QMAX, FLOOR), (BLOCK,))
 
     @triton.jit
-    def _norm_rope(x, weight, cos_sin, out, out_q, out_f, n, rows_per_cos, eps,
-                   NORM: tl.constexpr, HAS_WEIGHT: tl.constexpr, ROPE: tl.constexpr, INVERSE: tl.constexpr,
+    def _norm_rope(x, weight, cos_sin, out, out_q, out_f, slots, n, rows_per_cos, eps, steps, s_batch, s_slot,
+                   SCATTER: tl.constexpr, NORM: tl.constexpr, HAS_WEIGHT: tl.constexpr, ROPE: tl.constexpr, INVERSE: tl.constexpr,
                    ROUND_INPUT: tl.constexpr, QUANT: tl.constexpr, QMAX: tl.constexpr, FLOOR: tl.constexpr,
                    QUANT_OUT: tl.constexpr, F32_OUT: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
         wait_for_previous_kernel(PDL)
         row = tl.program_id(0)
         base = row.to(tl.int64) * n
+        at = base  # where the row's result goes in `out`: with SCATTER, row (b, t) at out[b, slots[t]]
+        if SCATTER:
+            at = (row // steps).to(tl.int64) * s_batch + tl.load(slots + row % steps).to(tl.int64) * s_slot
         cols = tl.arange(0, BLOCK)
         ok = cols < n
         v = tl.load(x + base + cols, mask=ok, other=0.0).to(tl.float32)
@@ -58,7 +61,7 @@ if triton is not None:
             y = y * tl.load(weight + cols, mask=ok, other=0.0).to(tl.float32)
         if ROPE == 0:
             y = y.to(out.dtype.element_ty)
-            tl.store(out + base + cols, y, mask=ok)
+            tl.store(out + at + cols, y, mask=ok)
             if QUANT_OUT:  # also the e4m3 round trip per QUANT_OUT channels (a GEMM input, `fp8_quant`'s code)
                 q = _fp8_blocks(y, BLOCK, QUANT_OUT, QMAX, FLOOR)
                 tl.store(out_q + base + cols, q.to(out_q.dtype.element_ty), mask=ok)
@@ -69,7 +72,7 @@ if triton is not None:
             y = y.to(out.dtype.element_ty)
             if QUANT:  # the head's e4m3 round trip per QUANT channels (`fp8_quant`'s code) on the stored values
                 y = _fp8_blocks(y, BLOCK, QUANT, QMAX, FLOOR).to(out.dtype.element_ty)
-            tl.store(out + base + cols, y, mask=cols < head)
+            tl.store(out + at + cols, y, mask=cols < head)
             # the tail again as pairs [ROPE/2, 2], normed and rounded exactly as above
             pair = tl.arange(0, ROPE // 2)
             offsets = head + pair[:, None] * 2 + tl.arange(0, 2)[None, :]
@@ -89,19 +92,30 @@ if triton is not None:
             if INVERSE:
                 sin = -sin
             rotated = tl.join(even * cos - odd * sin, even * sin + odd * cos)
-            tl.store(out + base + offsets, rotated.to(out.dtype.element_ty))
+            tl.store(out + at + offsets, rotated.to(out.dtype.element_ty))
 
 
 def fused_norm_rope(x: torch.Tensor, norm: int, weight: torch.Tensor | None, eps: float,
                     rope_dim: int = 0, cos_sin: torch.Tensor | None = None, inverse: bool = False,
                     out: torch.Tensor | None = None, dtype: torch.dtype | None = None, quant_block: int = 0,
-                    qmax: float = 0.0, floor: float = 0.0, quant_out: int = 0, fp32_out: bool = False):
+                    qmax: float = 0.0, floor: float = 0.0, quant_out: int = 0, fp32_out: bool = False,
+                    scatter: tuple[torch.Tensor, torch.Tensor] | None = None):
     """The kernel's result for rows of `x`'s last dim (written to `out` when given: a contiguous tensor of x's
     shape), or None where the torch form must run. `dtype`: the result's (default x's; an fp32 x for a bf16
     result is rounded to bf16 first). `quant_block`: with RoPE, the channels before the rotated ones go through
     e4m3 per that many channels (`qmax`, `floor` as `fp8_quant`). Without RoPE, `quant_out` and `fp32_out` add
-    outputs: (result, its e4m3 round trip per `quant_out` channels or None, the result in fp32 or None)."""
+    outputs: (result, its e4m3 round trip per `quant_out` channels or None, the result in fp32 or None).
+    `scatter` (dest [B, S, n], slots [T] int64), instead of `out`: x's rows are B x T (batch-major) and row (b, t)
+    goes to dest[b, slots[t]] (what ``dest.index_copy_(1, slots, result.unflatten(0, (B, T)))`` does, without
+    its launch: a cache write whose slot lives on the device); returns dest."""
     dtype = dtype or (out.dtype if out is not None else x.dtype)
+    if scatter is not None:
+        dest, slots = scatter
+        dtype = dest.dtype
+        if (out is not None or quant_out or fp32_out or dest.dim() != 3 or dest.stride(2) != 1
+                or dest.shape[2] != x.shape[-1] or slots.dim() != 1 or not slots.is_contiguous()
+                or slots.dtype != torch.int64 or dest.shape[0] * slots.numel() * x.shape[-1] != x.numel()):
+            return None
     if not runs_triton(x) or not x.is_contiguous() or x.numel() == 0:
         return None
     if dtype != x.dtype and (x.dtype, dtype) != (torch.float32, torch.bfloat16):
@@ -123,13 +137,18 @@ def fused_norm_rope(x: torch.Tensor, norm: int, weight: torch.Tensor | None, eps
         return None
     if (quant_out or fp32_out) and (rope_dim or (quant_out and n % quant_out)):
         return None
-    if out is None:
+    if scatter is not None:
+        out = scatter[0]
+    elif out is None:
         out = torch.empty(x.shape, dtype=dtype, device=x.device)  # graphready: ignore[GR301] the graph pool serves it
     out_q, out_f = [torch.empty(x.shape, dtype=t, device=x.device) if on else None  # graphready: ignore[GR301] pool
                     for t, on in ((dtype, quant_out), (torch.float32, fp32_out))]
+    slots = scatter[1] if scatter is not None else x
+    steps = slots.numel() if scatter is not None else 1
     _norm_rope[(rows,)](x, weight if weight is not None else x, cos_sin if rope_dim else x, out,
-                        out if out_q is None else out_q, out if out_f is None else out_f, n, rows_per_cos,
-                        eps, NORM=norm, HAS_WEIGHT=weight is not None, ROPE=rope_dim, INVERSE=inverse,
-                        ROUND_INPUT=dtype != x.dtype, QUANT=quant_block, QMAX=qmax, FLOOR=floor,
+                        out if out_q is None else out_q, out if out_f is None else out_f, slots, n, rows_per_cos,
+                        eps, steps, *(out.stride()[:2] if scatter is not None else (0, 0)),
+                        SCATTER=scatter is not None, NORM=norm, HAS_WEIGHT=weight is not None, ROPE=rope_dim,
+                        INVERSE=inverse, ROUND_INPUT=dtype != x.dtype, QUANT=quant_block, QMAX=qmax, FLOOR=floor,
                         QUANT_OUT=quant_out, F32_OUT=fp32_out, BLOCK=block, **pdl_options())
     return (out, out_q, out_f) if quant_out or fp32_out else out

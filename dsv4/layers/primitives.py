@@ -118,13 +118,14 @@ def head_rms_norm(q: torch.Tensor, eps: float) -> torch.Tensor:
 
 def norm_rope_tail(x: torch.Tensor, weight: torch.Tensor | None, eps: float, rope_dim: int,
                    cos_sin: torch.Tensor, out: torch.Tensor | None = None, dtype: torch.dtype | None = None,
-                   quant_block: int = 0) -> torch.Tensor:
+                   quant_block: int = 0, scatter: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """``rope_tail(rms_norm(x, weight, eps), ...)``, or with `weight` None ``rope_tail(head_rms_norm(x, eps), ...)``,
     on x cast to `dtype` first when given; with `quant_block` the channels before the rotated ones then go through
     `fp8_fake_quant` per that many (a KV entry). One kernel on CUDA, which writes straight into `out` when given
-    (the torch form copies its result there)."""
+    (the torch form copies its result there). `scatter` (a cache [B, S, n], slots [T] on the device): x's B x T rows
+    go to the cache at the slots instead, as ``index_copy_`` along dim 1 would put them; returns the cache."""
     fused = fused_norm_rope(x, NORM_BF16 if weight is None else NORM_FP32, weight, eps, rope_dim, cos_sin, out=out,
-                            dtype=dtype, quant_block=quant_block, qmax=FP8_MAX, floor=AMAX_FLOOR)
+                            dtype=dtype, quant_block=quant_block, qmax=FP8_MAX, floor=AMAX_FLOOR, scatter=scatter)
     if fused is not None:
         return fused
     x = x if dtype is None else x.to(dtype)
@@ -133,6 +134,9 @@ def norm_rope_tail(x: torch.Tensor, weight: torch.Tensor | None, eps: float, rop
     if quant_block:
         nope = x.shape[-1] - rope_dim
         fp8_fake_quant(result[..., :nope], quant_block, out=result[..., :nope])  # in place: RoPE channels stay bf16
+    if scatter is not None:
+        cache, slots = scatter
+        return cache.index_copy_(1, slots, result.unflatten(0, (cache.shape[0], -1)))
     return result if out is None else out.copy_(result)
 
 

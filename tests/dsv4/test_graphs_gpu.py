@@ -180,6 +180,26 @@ def test_kv_entries_normed_rotated_and_quantised_in_one_kernel_equal_the_two_ker
 
 
 @needs_gpu
+def test_kv_entries_written_to_their_device_slots_by_the_norm_kernel_equal_an_index_copy():
+    """The cache write inside the norm + RoPE kernel (slots read from device memory) against the kernel's result
+    committed by `index_copy_`, bit for bit on CUDA; rows are batch-major, the cache a view with a row stride."""
+    from dsv4.layers.primitives import FP8_BLOCK, norm_rope_tail
+
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randn(2 * 3, 512, generator=gen).cuda()  # B = 2 sequences x T = 3 tokens
+    weight = (torch.rand(512, generator=gen) + 0.5).cuda()
+    cos_sin = torch.randn(6, 2, 32, generator=gen).cuda()
+    slots = torch.tensor([5, 0, 9], device="cuda")
+    store = torch.zeros(2, 14, 512, dtype=torch.bfloat16, device="cuda")
+    cache, expected = store[:, 2:], torch.zeros_like(store)[:, 2:]  # views: the entries after two other rows
+    args = (weight, 1e-6, 64, cos_sin)
+    written = norm_rope_tail(x, *args, dtype=torch.bfloat16, quant_block=FP8_BLOCK, scatter=(cache, slots))
+    entries = norm_rope_tail(x, *args, dtype=torch.bfloat16, quant_block=FP8_BLOCK)
+    expected.index_copy_(1, slots, entries.unflatten(0, (2, 3)))
+    assert written is cache and torch.equal(cache, expected) and not store[:, :2].any()
+
+
+@needs_gpu
 def test_a_gemm_input_normed_and_quantised_in_one_kernel_equals_the_three_launches():
     from dsv4.layers.primitives import act_quant, rms_norm, rms_norm_for_gemm
 
