@@ -16,7 +16,7 @@ import torch
 from dsv4.layers.compressor import Compressor
 from dsv4.layers.indexer_scores import fused_index_scores
 from dsv4.layers.primitives import FP8_BLOCK, hadamard_fp4, norm_rope_tail, rms_norm_for_gemm, rope_tail
-from dsv4.layers.sink_attention import KEY_BLOCK, fused_sink_attention
+from dsv4.layers.sink_attention import KEY_BLOCK, fused_sink_attention, rope_in_attention
 from dsv4.layers.weights import Dense, StackedDense, dense_tensor
 
 
@@ -193,10 +193,12 @@ class Attention:
         denom = denom + torch.exp(self.sink.view(1, -1, 1) - top)
         return (acc / denom).to(torch.bfloat16)
 
-    def output(self, o: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
-        """Inverse RoPE, grouped low-rank wo_a, then wo_b -> [B,D] bf16."""
-        o = rope_tail(o, self.rope_dim, cos_sin, inverse=True).flatten(1)
-        return self.wo_b(self.wo_a(o, groups=self.groups))  # wo_a: [G * o_lora, (H/G) * hd], group g reads o's g
+    def output(self, o: torch.Tensor, cos_sin: torch.Tensor | None) -> torch.Tensor:
+        """Inverse RoPE (None: `o`'s RoPE channels are rotated back already), grouped low-rank wo_a, then wo_b ->
+        [B,D] bf16."""
+        if cos_sin is not None:
+            o = rope_tail(o, self.rope_dim, cos_sin, inverse=True)
+        return self.wo_b(self.wo_a(o.flatten(1), groups=self.groups))  # wo_a: [G * o_lora, (H/G) * hd], group g reads o's g
 
     # -- eager path (host position) -----------------------------------------------------------------
     def forward_eager(self, x: torch.Tensor, position: int) -> torch.Tensor:
@@ -228,14 +230,20 @@ class Attention:
         if self.indexer is not None:
             self.indexer.query(qr, x, cos_sin, qi_out, wi_out, qr_quantized)
 
-    def attend_graph(self, q, qi, wi, out: torch.Tensor) -> None:
-        """The step's attention output into `out`. Each token's key list is a row of the step's [T, B or 1, S]
-        buffers (CSA writes its picks there first), so on CUDA one kernel attends for all the step's tokens."""
+    def attend_graph(self, q, qi, wi, out: torch.Tensor, cos_sin: torch.Tensor) -> None:
+        """The step's attention output into `out`, its RoPE channels rotated back (`cos_sin`). Each token's key
+        list is a row of the step's [T, B or 1, S] buffers (CSA writes its picks there first), so on CUDA one
+        kernel attends for all the step's tokens, and rotates too where the head layout lets it."""
         lists = [self.graph_key_slots(t, None if qi is None else qi[t :: self.steps],
                                       None if wi is None else wi[t :: self.steps]) for t in range(self.steps)]
         slots, valid = self._step_lists()
-        if fused_sink_attention(q, self.kv_cache, slots, valid, self.sink, self.head_dim**-0.5, out=out) is None:
+        rotate = rope_in_attention(q, self.rope_dim, cos_sin)
+        if fused_sink_attention(q, self.kv_cache, slots, valid, self.sink, self.head_dim**-0.5, out=out,
+                                inverse_rope=cos_sin if rotate else None) is None:
             self._attend_rows(q, None, None, lambda t, *_: lists[t], out)
+            rotate = False
+        if not rotate:
+            out.copy_(rope_tail(out, self.rope_dim, cos_sin, inverse=True))
 
     def _step_lists(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The buffers whose row t is token t's key list (slots, valid), [T, B or 1, S] each."""

@@ -96,10 +96,11 @@ class Block:
         self.hc_attn.join()
 
     def attention(self) -> None:  # graphready: hot
-        self.attn.attend_graph(self.q_buf, self.qi_buf, self.wi_buf, self.o_buf)
+        self.attn.attend_graph(self.q_buf, self.qi_buf, self.wi_buf, self.o_buf,
+                               self.io.positions.rope_rows[bool(self.attn.ratio)])
 
     def post_attention(self) -> None:  # graphready: hot
         io = self.io
-        y = self.attn.output(self.o_buf, io.positions.rope_rows[bool(self.attn.ratio)])
+        y = self.attn.output(self.o_buf, None)  # attention rotated it back
         streams = HyperConnection.post(y, io.streams, self.post_buf, self.comb_buf)
         self._ffn(streams, io.tokens, out=io.streams)

@@ -52,10 +52,12 @@ if triton is not None:
                  mask=h_ok[:, None] & present[None, :])
 
     @triton.jit
-    def _sink_sums(scores, cache, slots, sink, out, heads, n_keys, cache_len, tokens, token_stride, slots_stride,
-                   HD: tl.constexpr, BLOCK_H: tl.constexpr, KEY_BLOCK: tl.constexpr, BLOCK_D: tl.constexpr,
-                   PDL: tl.constexpr):
-        """o for one tile of heads x head dims: the online softmax over the keys in blocks of KEY_BLOCK."""
+    def _sink_sums(scores, cache, slots, sink, out, cos_sin, heads, n_keys, cache_len, tokens, token_stride,
+                   slots_stride, rows_per_cos, HD: tl.constexpr, BLOCK_H: tl.constexpr, KEY_BLOCK: tl.constexpr,
+                   BLOCK_D: tl.constexpr, ROPE: tl.constexpr, PDL: tl.constexpr):
+        """o for one tile of heads x head dims: the online softmax over the keys in blocks of KEY_BLOCK. With ROPE
+        (= BLOCK_D), the last tile's channels are rotated back (inverse RoPE) after the bf16 rounding, as
+        `rope_tail(o, ROPE, cos_sin, inverse=True)` does in its own kernel."""
         wait_for_previous_kernel(PDL)
         r = tl.program_id(0)
         b, t = r // tokens, r % tokens
@@ -82,15 +84,35 @@ if triton is not None:
             acc = tl.dot(e.to(tl.bfloat16), k, acc * rescale[:, None])
             top = new_top
         total = libdevice.add_rn(total, libdevice.exp(tl.load(sink + h, mask=h_ok, other=0.0) - top))
-        o = tl.math.div_rn(acc, total[:, None])
-        tl.store(out + (r.to(tl.int64) * heads + h)[:, None] * HD + dims[None, :], o.to(tl.bfloat16),
+        o = tl.math.div_rn(acc, total[:, None]).to(tl.bfloat16)
+        if ROPE:
+            if tl.program_id(2) == HD // BLOCK_D - 1:
+                even, odd = tl.split(tl.reshape(o.to(tl.float32), (BLOCK_H, BLOCK_D // 2, 2)))
+                pair = tl.arange(0, BLOCK_D // 2)
+                cs = cos_sin + (r // rows_per_cos) * BLOCK_D
+                cos = tl.load(cs + pair)[None, :]
+                sin = -tl.load(cs + BLOCK_D // 2 + pair)[None, :]
+                rotated = tl.join(even * cos - odd * sin, even * sin + odd * cos)
+                o = tl.reshape(rotated, (BLOCK_H, BLOCK_D)).to(tl.bfloat16)
+        tl.store(out + (r.to(tl.int64) * heads + h)[:, None] * HD + dims[None, :], o,
                  mask=h_ok[:, None] & d_ok[None, :])
 
 
+def rope_in_attention(q: torch.Tensor, rope_dim: int, cos_sin: torch.Tensor) -> bool:
+    """Whether `fused_sink_attention` can rotate the output's last `rope_dim` channels back itself: they must be
+    exactly the sums kernel's last tile of head dims, and `cos_sin` [C, 2, rope_dim / 2] fp32 rows one per
+    q.shape[0] / C query rows."""
+    return (runs_triton(q) and rope_dim == BLOCK_D and q.shape[-1] % BLOCK_D == 0 and cos_sin.dtype == torch.float32
+            and cos_sin.is_contiguous() and cos_sin.numel() == cos_sin.shape[0] * rope_dim
+            and q.shape[0] % cos_sin.shape[0] == 0)
+
+
 def fused_sink_attention(q: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor, valid: torch.Tensor,
-                         sink: torch.Tensor, scale: float, out: torch.Tensor | None = None) -> torch.Tensor | None:
+                         sink: torch.Tensor, scale: float, out: torch.Tensor | None = None,
+                         inverse_rope: torch.Tensor | None = None) -> torch.Tensor | None:
     """o [rows,H,hd] bf16 for queries q [rows,H,hd] over the cache rows `slots` of `cache` [B,L,hd] where `valid`,
-    written to `out` when given (contiguous, q's shape), or None where the torch form must run.
+    written to `out` when given (contiguous, q's shape), or None where the torch form must run. `inverse_rope`: the
+    cos_sin rows to rotate o's RoPE channels back with, where `rope_in_attention` said the kernel can.
 
     One token per sequence: q [B,H,hd], `slots` and `valid` [B or 1, S]. T tokens (a speculative step): q rows in
     (sequence, token) order, `slots` and `valid` [T, B or 1, S], token t's list in row t: one launch for all.
@@ -108,6 +130,8 @@ def fused_sink_attention(q: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
         return None
     if slots.shape != valid.shape or slots.dim() != 3 or slots.shape[1] not in (1, batch):
         return None
+    if inverse_rope is not None and not rope_in_attention(q, BLOCK_D, inverse_rope):
+        raise ValueError("fused_sink_attention: inverse_rope given where rope_in_attention is False")
     slots, valid = slots.contiguous(), valid.contiguous().view(torch.uint8)  # views and no-ops on the decode path
     n_keys, hd_pad = slots.shape[2], triton.next_power_of_2(head_dim)
     token_stride, stride = slots.shape[1] * n_keys, 0 if slots.shape[1] == 1 else n_keys
@@ -118,7 +142,9 @@ def fused_sink_attention(q: torch.Tensor, cache: torch.Tensor, slots: torch.Tens
     _sink_scores[(rows, head_tiles, triton.cdiv(n_keys, BLOCK_S))](
         q, cache, slots, valid, scores, heads, n_keys, cache.shape[1], tokens, token_stride, stride, scale,
         HD=head_dim, HD_PAD=hd_pad, BLOCK_H=BLOCK_H, BLOCK_S=BLOCK_S, num_warps=4, **pdl_options())
+    rope = inverse_rope is not None
     _sink_sums[(rows, head_tiles, triton.cdiv(head_dim, BLOCK_D))](
-        scores, cache, slots, sink, out, heads, n_keys, cache.shape[1], tokens, token_stride, stride,
-        HD=head_dim, BLOCK_H=BLOCK_H, KEY_BLOCK=KEY_BLOCK, BLOCK_D=BLOCK_D, num_warps=4, **pdl_options())
+        scores, cache, slots, sink, out, inverse_rope if rope else sink, heads, n_keys, cache.shape[1], tokens,
+        token_stride, stride, rows // inverse_rope.shape[0] if rope else 1, HD=head_dim, BLOCK_H=BLOCK_H,
+        KEY_BLOCK=KEY_BLOCK, BLOCK_D=BLOCK_D, ROPE=BLOCK_D if rope else 0, num_warps=4, **pdl_options())
     return out

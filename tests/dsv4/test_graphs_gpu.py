@@ -200,6 +200,29 @@ def test_kv_entries_written_to_their_device_slots_by_the_norm_kernel_equal_an_in
 
 
 @needs_gpu
+@pytest.mark.parametrize("cos_rows", [4, 2])  # one cos/sin row per query row, or per token of B x T rows
+def test_attention_rotating_its_output_back_equals_the_separate_inverse_rope(cos_rows):
+    """The inverse RoPE in the attention kernel's last tile against the RoPE kernel after attention, bit for bit
+    on CUDA (the graph-ready path rotates in attention, the eager path after it: replay == eager needs this)."""
+    from dsv4.layers.primitives import rope_tail
+    from dsv4.layers.sink_attention import fused_sink_attention, rope_in_attention
+
+    gen = torch.Generator().manual_seed(12)
+    q = torch.randn(4, 64, 512, generator=gen).to(torch.bfloat16).cuda()  # B = 2 x T = 2 rows, Flash's heads
+    cache = torch.randn(2, 300, 512, generator=gen).to(torch.bfloat16).cuda()
+    slots = torch.randint(0, 300, (2, 2, 160), generator=gen).cuda()
+    valid = torch.rand(2, 2, 160, generator=gen).cuda() > 0.2
+    valid[..., 0] = True
+    sink = torch.randn(64, generator=gen).cuda()
+    cos_sin = torch.randn(cos_rows, 2, 32, generator=gen).cuda()
+    assert rope_in_attention(q, 64, cos_sin) and not rope_in_attention(q[..., :80], 16, cos_sin[..., :8])
+    rotated = fused_sink_attention(q, cache, slots, valid, sink, 512**-0.5, inverse_rope=cos_sin)
+    plain = fused_sink_attention(q, cache, slots, valid, sink, 512**-0.5)
+    assert torch.equal(rotated, rope_tail(plain, 64, cos_sin, inverse=True))
+    assert torch.equal(rotated[..., :448], plain[..., :448])
+
+
+@needs_gpu
 def test_a_gemm_input_normed_and_quantised_in_one_kernel_equals_the_three_launches():
     from dsv4.layers.primitives import act_quant, rms_norm, rms_norm_for_gemm
 
