@@ -16,7 +16,6 @@ from dsv4.layers.attention import Attention
 from dsv4.layers.mhc import HyperConnection
 from dsv4.layers.moe import MoE
 from dsv4.layers.positions import StepPositions
-from dsv4.layers.primitives import rms_norm, rms_norm_for_gemm
 from dsv4.layers.weights import dense_tensor
 
 
@@ -74,15 +73,14 @@ class Block:
 
     def _ffn(self, streams: torch.Tensor, token_ids: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """The FFN half on `streams`; the new streams are written to `out` when given."""
-        x, post, comb = self.hc_ffn.pre(streams)
-        x, xq, x32 = rms_norm_for_gemm(x, self.ffn_norm, self.eps, fp32=True)  # the experts' and router's inputs
+        (x, xq, x32), post, comb = self.hc_ffn.pre_normed(streams, self.ffn_norm, self.eps, fp32=True)  # experts, router
         y = self.moe(x, token_ids, xq, x32)
         self.hc_ffn.join()
         return HyperConnection.post(y, streams, post, comb, out)
 
     def forward_eager(self, streams: torch.Tensor, token_ids: torch.Tensor, position: int) -> torch.Tensor:
-        x, post, comb = self.hc_attn.pre(streams)
-        y = self.attn.forward_eager(rms_norm(x, self.attn_norm, self.eps), position)
+        (x, _, _), post, comb = self.hc_attn.pre_normed(streams, self.attn_norm, self.eps, fp32=False)
+        y = self.attn.forward_eager(x, position)
         self.hc_attn.join()
         return self._ffn(HyperConnection.post(y, streams, post, comb), token_ids)
 
@@ -90,8 +88,8 @@ class Block:
         io = self.io
         # the kernels write post, comb, q (and the indexer's qi, wi) straight into the buffers attention and
         # post_attention read; comb is written on the mHC side stream, which `join` waits for
-        x, _, _ = self.hc_attn.pre(io.streams, self.post_buf, self.comb_buf)
-        x, xq, x32 = rms_norm_for_gemm(x, self.attn_norm, self.eps, fp32=self.attn.ratio > 0)  # x32: compressors
+        (x, xq, x32), _, _ = self.hc_attn.pre_normed(io.streams, self.attn_norm, self.eps, self.attn.ratio > 0,
+                                                     self.post_buf, self.comb_buf)  # x32: the compressors' input
         self.attn.prepare_graph(x, self.q_buf, self.qi_buf, self.wi_buf, xq, x32)
         self.hc_attn.join()
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from dsv4.layers.mhc_kernels import fused_post, fused_pre
+from dsv4.layers.mhc_kernels import BlockNorm, fused_post, fused_pre
+from dsv4.layers.primitives import ACT_BLOCK, AMAX_FLOOR, FP8_MAX, rms_norm_for_gemm
 from dsv4.layers.sinkhorn import sinkhorn
 from dsv4.layers.weights import dense_tensor
 
@@ -47,6 +48,19 @@ class HyperConnection:
         x = (pre.unsqueeze(-1) * streams.float()).sum(1)
         post = post if post_out is None else post_out.copy_(post)
         return x.to(streams.dtype), post, comb if comb_out is None else comb_out.copy_(comb)
+
+    def pre_normed(self, streams: torch.Tensor, weight: torch.Tensor, eps: float, fp32: bool,
+                   post_out: torch.Tensor | None = None, comb_out: torch.Tensor | None = None):
+        """`pre`, then the block's RMSNorm for its GEMMs: (`rms_norm_for_gemm`'s (normed, act_quant, fp32 copy or
+        None) of the block input, post, comb). On CUDA the norm runs in pre's last kernel, one launch fewer."""
+        norm = BlockNorm(weight, eps, ACT_BLOCK, FP8_MAX, AMAX_FLOOR, fp32)
+        fused = fused_pre(streams, self.fn, self.scale, self.base, self.iters, self.hc_eps, self.norm_eps,
+                          side=self.side, post_out=post_out, comb_out=comb_out, block_norm=norm)
+        if fused is not None:
+            normed, post, comb, self.in_flight = fused
+            return normed, post, comb
+        x, post, comb = self.pre(streams, post_out, comb_out)
+        return rms_norm_for_gemm(x, weight, eps, fp32), post, comb
 
     def join(self) -> None:
         """Make the current stream wait for the combine matrix `pre` started on the side stream."""

@@ -20,11 +20,14 @@ before the final bf16 cast, not bit for bit. Other devices, and hc other than 4,
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 if triton is not None:
+    from dsv4.layers.norm_rope import store_for_gemm
     from dsv4.layers.sinkhorn import sinkhorn_tile
 
     @triton.jit
@@ -63,9 +66,12 @@ if triton is not None:
         return (b * n_splits + splits) * NPAD, split_ok, tl.math.rsqrt(sq / (HC * d) + norm_eps)
 
     @triton.jit
-    def _pre_tail(streams, dots, squares, scale, base, x_out, post_out, n_splits, d, hc_eps, norm_eps,
-                  HC: tl.constexpr, HEAD: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr,
-                  BLOCK_D: tl.constexpr, PDL: tl.constexpr):
+    def _pre_tail(streams, dots, squares, scale, base, x_out, post_out, weight, out_q, out_f, n_splits, d, hc_eps,
+                  norm_eps, block_eps, HC: tl.constexpr, HEAD: tl.constexpr, NPAD: tl.constexpr, BLOCK_S: tl.constexpr,
+                  BLOCK_D: tl.constexpr, NORM: tl.constexpr, QUANT_OUT: tl.constexpr, F32_OUT: tl.constexpr,
+                  QMAX: tl.constexpr, FLOOR: tl.constexpr, PDL: tl.constexpr):
+        """Block input x = sum_i pre_i X_i for a slice of columns; with NORM (one program per row, BLOCK_D >= d)
+        x rounded as stored, then the block's RMSNorm with `weight` and `store_for_gemm`'s outputs instead."""
         wait_for_previous_kernel(PDL)
         b = tl.program_id(0)
         rows, split_ok, r = _split_rows(squares, b, n_splits, d, norm_eps, HC, NPAD, BLOCK_S)
@@ -80,8 +86,14 @@ if triton is not None:
         cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
         ok = cols < d
         s = tl.load(streams + b * HC * d + lanes[:, None] * d + cols[None, :], mask=ok[None, :], other=0.0)
-        x = tl.sum(pre[:, None] * s.to(tl.float32), axis=0)
-        tl.store(x_out + b * d + cols, x.to(x_out.dtype.element_ty), mask=ok)
+        x = tl.sum(pre[:, None] * s.to(tl.float32), axis=0).to(x_out.dtype.element_ty)
+        if NORM:
+            v = x.to(tl.float32)
+            r = tl.math.rsqrt(tl.sum(v * v, axis=0) / d + block_eps)
+            y = v * r * tl.load(weight + cols, mask=ok, other=0.0).to(tl.float32)
+            store_for_gemm(y, cols, ok, x_out, out_q, out_f, b * d, b * d, QUANT_OUT, F32_OUT, BLOCK_D, QMAX, FLOOR)
+        else:
+            tl.store(x_out + b * d + cols, x, mask=ok)
 
     @triton.jit
     def _comb(dots, squares, scale, base, comb_out, n_splits, d, iters, hc_eps, norm_eps,
@@ -121,6 +133,19 @@ BLOCK_D = 1024
 POST_BLOCK_D = 128  # post is a copy-like pass over 4 x D: at 1024 columns per program Flash ran it on 4 SMs (~10 us)
 
 
+@dataclass(frozen=True)
+class BlockNorm:
+    """The RMSNorm that follows mHC pre (weight, eps), with `rms_norm_for_gemm`'s outputs: the e4m3 round trip per
+    `quant_block` channels (`qmax`, `floor` as `fp8_quant`) and, with `fp32`, the normed values in fp32."""
+
+    weight: torch.Tensor
+    eps: float
+    quant_block: int
+    qmax: float
+    floor: float
+    fp32: bool
+
+
 def _usable(streams: torch.Tensor, *tensors: torch.Tensor) -> bool:
     return (runs_triton(streams) and streams.dim() == 3 and streams.shape[1] == 4
             and streams.numel() > 0 and all(t.is_contiguous() for t in (streams, *tensors)))
@@ -128,17 +153,22 @@ def _usable(streams: torch.Tensor, *tensors: torch.Tensor) -> bool:
 
 def fused_pre(streams: torch.Tensor, fn: torch.Tensor, scale: torch.Tensor, base: torch.Tensor, iters: int,
               hc_eps: float, norm_eps: float, head: bool = False, side: torch.cuda.Stream | None = None,
-              post_out: torch.Tensor | None = None, comb_out: torch.Tensor | None = None):
+              post_out: torch.Tensor | None = None, comb_out: torch.Tensor | None = None,
+              block_norm: BlockNorm | None = None):
     """mHC pre on CUDA, or None where the torch form must run. With `head` (hc_head): the collapsed streams
     [B,D]. Otherwise (block input [B,D], post [B,hc], comb [B,hc,hc], comb's inputs): with a `side` stream the
     combine matrix is computed there, overlapping the block, and the caller must keep comb's inputs alive and
     make its stream wait for `side` before it reads comb. `post_out`, `comb_out`: contiguous fp32 buffers the
-    kernels write post and comb to (else new ones)."""
+    kernels write post and comb to (else new ones). `block_norm`: the block's RMSNorm runs in the last kernel
+    too, and the block input is `rms_norm_for_gemm`'s (normed, act_quant, fp32 copy or None) of it."""
     if not _usable(streams, fn, scale, base) or fn.dtype != torch.float32:
         return None
     if any(t is not None and (t.dtype != torch.float32 or not t.is_contiguous()) for t in (post_out, comb_out)):
         return None
     batch, hc, d = streams.shape
+    if block_norm is not None and (head or not block_norm.weight.is_contiguous() or block_norm.weight.numel() != d
+                                   or d % block_norm.quant_block):
+        return None
     n_mix, k_total = fn.shape
     splits = triton.cdiv(k_total, CHUNK)
     npad = triton.next_power_of_2(n_mix)
@@ -160,9 +190,18 @@ def fused_pre(streams: torch.Tensor, fn: torch.Tensor, scale: torch.Tensor, base
         with torch.cuda.stream(side):  # None: the current stream
             _comb[(batch,)](dots, squares, scale, base, comb, splits, d, iters, hc_eps, norm_eps,
                             HC=hc, NPAD=npad, BLOCK_S=block_s, num_warps=1, **pdl_options())
-    _pre_tail[(batch, triton.cdiv(d, BLOCK_D))](streams, dots, squares, scale, base, x, post, splits, d,
-                                                hc_eps, norm_eps, HC=hc, HEAD=head, NPAD=npad,
-                                                BLOCK_S=block_s, BLOCK_D=BLOCK_D, **pdl_options())
+    norm = block_norm is not None
+    out_q = torch.empty_like(x) if norm else x  # graphready: ignore[GR301] the graph pool serves it
+    out_f = torch.empty(batch, d, dtype=torch.float32, device=x.device) if norm and block_norm.fp32 else x  # graphready: ignore[GR301]
+    block_d = triton.next_power_of_2(d) if norm else BLOCK_D
+    _pre_tail[(batch, triton.cdiv(d, block_d))](
+        streams, dots, squares, scale, base, x, post, block_norm.weight if norm else x, out_q, out_f, splits, d,
+        hc_eps, norm_eps, block_norm.eps if norm else 0.0, HC=hc, HEAD=head, NPAD=npad, BLOCK_S=block_s,
+        BLOCK_D=block_d, NORM=norm, QUANT_OUT=block_norm.quant_block if norm else 0,
+        F32_OUT=norm and block_norm.fp32, QMAX=block_norm.qmax if norm else 0.0,
+        FLOOR=block_norm.floor if norm else 0.0, num_warps=8 if norm else 4, **pdl_options())
+    if norm:
+        x = (x, out_q, out_f if block_norm.fp32 else None)
     return x if head else (x, post, comb, (dots, squares))
 
 

@@ -34,6 +34,19 @@ if triton is not None:
         return tl.reshape(fp8_round_trip(tl.reshape(y.to(tl.float32), (BLOCK // QB, QB)), QMAX, FLOOR), (BLOCK,))
 
     @triton.jit
+    def store_for_gemm(y, cols, ok, out, out_q, out_f, at, base, QUANT_OUT: tl.constexpr, F32_OUT: tl.constexpr,
+                       BLOCK: tl.constexpr, QMAX: tl.constexpr, FLOOR: tl.constexpr):
+        """Store a normed row (`out` at `at`) and, as asked, its e4m3 round trip per QUANT_OUT channels (a GEMM
+        input, `fp8_quant`'s code) and its stored values widened to fp32 (an fp32 GEMM's input), at `base`."""
+        y = y.to(out.dtype.element_ty)
+        tl.store(out + at + cols, y, mask=ok)
+        if QUANT_OUT:
+            q = _fp8_blocks(y, BLOCK, QUANT_OUT, QMAX, FLOOR)
+            tl.store(out_q + base + cols, q.to(out_q.dtype.element_ty), mask=ok)
+        if F32_OUT:
+            tl.store(out_f + base + cols, y.to(tl.float32), mask=ok)
+
+    @triton.jit
     def _norm_rope(x, weight, cos_sin, out, out_q, out_f, slots, n, rows_per_cos, eps, steps, s_batch, s_slot,
                    SCATTER: tl.constexpr, NORM: tl.constexpr, HAS_WEIGHT: tl.constexpr, ROPE: tl.constexpr, INVERSE: tl.constexpr,
                    ROUND_INPUT: tl.constexpr, QUANT: tl.constexpr, QMAX: tl.constexpr, FLOOR: tl.constexpr,
@@ -60,13 +73,7 @@ if triton is not None:
         if HAS_WEIGHT:
             y = y * tl.load(weight + cols, mask=ok, other=0.0).to(tl.float32)
         if ROPE == 0:
-            y = y.to(out.dtype.element_ty)
-            tl.store(out + at + cols, y, mask=ok)
-            if QUANT_OUT:  # also the e4m3 round trip per QUANT_OUT channels (a GEMM input, `fp8_quant`'s code)
-                q = _fp8_blocks(y, BLOCK, QUANT_OUT, QMAX, FLOOR)
-                tl.store(out_q + base + cols, q.to(out_q.dtype.element_ty), mask=ok)
-            if F32_OUT:  # and the stored values widened to fp32 (an fp32 GEMM's input)
-                tl.store(out_f + base + cols, y.to(tl.float32), mask=ok)
+            store_for_gemm(y, cols, ok, out, out_q, out_f, at, base, QUANT_OUT, F32_OUT, BLOCK, QMAX, FLOOR)
         else:
             head = n - ROPE
             y = y.to(out.dtype.element_ty)

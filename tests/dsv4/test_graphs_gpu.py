@@ -223,6 +223,34 @@ def test_attention_rotating_its_output_back_equals_the_separate_inverse_rope(cos
 
 
 @needs_gpu
+@pytest.mark.parametrize("d", [4096, 7168])  # Flash, Pro (a row wider than a power of two)
+def test_mhc_pre_with_the_block_norm_in_its_last_kernel_equals_pre_then_the_norm(d):
+    """The block's RMSNorm (and its e4m3 and fp32 outputs) inside mHC pre's last kernel, against pre and then
+    `rms_norm_for_gemm`: the same post and comb, normed values within one unit in the last place of bf16 (the
+    sum of squares adds in the wider kernel's order), and outputs consistent with the normed values."""
+    from dsv4.config import preset
+    from dsv4.layers.mhc import HyperConnection
+    from dsv4.layers.primitives import act_quant, rms_norm_for_gemm
+
+    gen = torch.Generator().manual_seed(13)
+    hc = 4
+    fn = torch.randn((2 + hc) * hc, hc * d, generator=gen) * 0.02
+    mix = HyperConnection(fn, torch.rand(3, generator=gen), torch.randn((2 + hc) * hc, generator=gen) * 0.1,
+                          preset("tiny"), "cuda")
+    streams = (torch.randn(2, hc, d, generator=gen) * torch.logspace(-2, 2, d)).to(torch.bfloat16).cuda()
+    weight = (torch.rand(d, generator=gen) + 0.5).cuda()
+    (normed, quantised, wide), post, comb = mix.pre_normed(streams, weight, 1e-6, fp32=True)
+    mix.join()
+    x, post2, comb2 = mix.pre(streams)
+    mix.join()
+    alone = rms_norm_for_gemm(x, weight, 1e-6)[0]
+    assert torch.equal(post, post2) and torch.equal(comb, comb2)
+    assert ((normed.float() - alone.float()).abs() <= alone.float().abs() * 2.0**-8).all()
+    assert torch.equal(quantised, act_quant(normed)) and torch.equal(wide, normed.float())
+    assert mix.pre_normed(streams, weight, 1e-6, fp32=False)[0][2] is None
+
+
+@needs_gpu
 def test_a_gemm_input_normed_and_quantised_in_one_kernel_equals_the_three_launches():
     from dsv4.layers.primitives import act_quant, rms_norm, rms_norm_for_gemm
 
