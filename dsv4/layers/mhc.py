@@ -6,6 +6,7 @@ import torch
 
 from dsv4.layers.mhc_kernels import BlockNorm, fused_post, fused_pre
 from dsv4.layers.primitives import ACT_BLOCK, AMAX_FLOOR, FP8_MAX, rms_norm_for_gemm
+from dsv4.layers.routing import ExpertOutputs
 from dsv4.layers.sinkhorn import sinkhorn
 from dsv4.layers.weights import dense_tensor
 
@@ -69,15 +70,18 @@ class HyperConnection:
         self.in_flight = None
 
     @staticmethod
-    def post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor,
+    def post(y: torch.Tensor | ExpertOutputs, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor,
              out: torch.Tensor | None = None) -> torch.Tensor:
         """X'_k = post_k * y + sum_j comb[j,k] X_j, in fp32, returned as bf16 [B,hc,D] (written to `out` when given).
+        `y`: the block output, or the MoE's expert outputs (combined inside the kernel on CUDA).
 
         The official order: the streams are mixed first (summed over j), then the block output is added.
         """
         fused = fused_post(y, streams, post, comb, out)  # one kernel on CUDA
         if fused is not None:
             return fused
+        if isinstance(y, ExpertOutputs):
+            y = y.combined()
         mixed = (comb.unsqueeze(-1) * streams.float().unsqueeze(2)).sum(1)
         result = (post.unsqueeze(-1) * y.float().unsqueeze(1) + mixed).to(streams.dtype)
         return result if out is None else out.copy_(result)

@@ -25,9 +25,11 @@ from dataclasses import dataclass
 import torch
 
 from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
+from dsv4.layers.routing import ACCUMULATORS, ExpertOutputs
 
 if triton is not None:
     from dsv4.layers.norm_rope import store_for_gemm
+    from dsv4.layers.routing import combined_row
     from dsv4.layers.sinkhorn import sinkhorn_tile
 
     @triton.jit
@@ -112,7 +114,9 @@ if triton is not None:
         tl.store(comb_out + b * HC * HC + tile, sinkhorn_tile(soft, iters, hc_eps, HC))
 
     @triton.jit
-    def _post(y, streams, post, comb, out, d, HC: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr):
+    def _post(y, streams, post, comb, out, shared, d, HC: tl.constexpr, BLOCK_D: tl.constexpr, K: tl.constexpr,
+              HAS_SHARED: tl.constexpr, ACC: tl.constexpr, PDL: tl.constexpr):
+        """With K > 0, y is the experts' outputs [B*K, D] (and `shared`'s), combined here as `_combine` does."""
         wait_for_previous_kernel(PDL)
         b = tl.program_id(0)
         lanes = tl.arange(0, HC)
@@ -121,7 +125,10 @@ if triton is not None:
         s = tl.load(streams + b * HC * d + lanes[:, None] * d + cols[None, :], mask=ok[None, :], other=0.0)
         c = tl.load(comb + b * HC * HC + lanes[:, None] * HC + lanes[None, :])  # [j, k]
         mixed = tl.sum(c[:, :, None] * s.to(tl.float32)[:, None, :], axis=0)  # [k, D]: sum over j
-        yv = tl.load(y + b * d + cols, mask=ok, other=0.0).to(tl.float32)
+        if K:
+            yv = combined_row(y, shared, b, cols, ok, d, K, HAS_SHARED, ACC).to(tl.bfloat16).to(tl.float32)
+        else:
+            yv = tl.load(y + b * d + cols, mask=ok, other=0.0).to(tl.float32)
         p = tl.load(post + b * HC + lanes)
         result = p[:, None] * yv[None, :] + mixed
         tl.store(out + b * HC * d + lanes[:, None] * d + cols[None, :], result.to(out.dtype.element_ty),
@@ -205,11 +212,17 @@ def fused_pre(streams: torch.Tensor, fn: torch.Tensor, scale: torch.Tensor, base
     return x if head else (x, post, comb, (dots, squares))
 
 
-def fused_post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor,
+def fused_post(y: torch.Tensor | ExpertOutputs, streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor,
                out: torch.Tensor | None = None):
     """mHC post ([B,hc,D] in the streams' dtype, into `out` when given: a contiguous tensor like `streams`, which
     may be `streams` itself, since a program reads its columns before it writes them), or None where the torch
-    form must run."""
+    form must run. `y`: the block output, or the MoE's expert outputs, which the kernel combines itself where
+    `combine_kernel_reads` (one launch fewer than combining first)."""
+    experts = y if isinstance(y, ExpertOutputs) else None
+    if experts is not None:
+        if not experts.combine_kernel_reads():
+            return None
+        y = experts.routed
     if not _usable(streams, y, post, comb) or post.dtype != torch.float32 or comb.dtype != torch.float32:
         return None
     if out is not None and (out.shape != streams.shape or out.dtype != streams.dtype or not out.is_contiguous()):
@@ -217,6 +230,9 @@ def fused_post(y: torch.Tensor, streams: torch.Tensor, post: torch.Tensor, comb:
     batch, hc, d = streams.shape
     if out is None:
         out = torch.empty_like(streams)  # graphready: ignore[GR301] inside a capture the graph pool serves it
-    _post[(batch, triton.cdiv(d, POST_BLOCK_D))](y, streams, post, comb, out, d, HC=hc, BLOCK_D=POST_BLOCK_D,
-                                                 **pdl_options())
+    k = experts.k if experts is not None else 0
+    shared = experts.shared[0] if experts is not None and experts.shared else y
+    _post[(batch, triton.cdiv(d, POST_BLOCK_D))](y, streams, post, comb, out, shared, d, HC=hc, BLOCK_D=POST_BLOCK_D,
+                                                 K=k, HAS_SHARED=experts is not None and bool(experts.shared),
+                                                 ACC=min(ACCUMULATORS, k), **pdl_options())
     return out

@@ -12,7 +12,7 @@ import torch
 from dsv4.layers.expert_matvec import expert_matvecs, fused_available
 from dsv4.layers.kernels import runs_triton
 from dsv4.layers.primitives import ACT_BLOCK, AMAX_FLOOR, FP8_MAX, act_quant
-from dsv4.layers.routing import fused_combine, fused_route
+from dsv4.layers.routing import ExpertOutputs, fused_route
 from dsv4.layers.swiglu import fused_swiglu
 from dsv4.layers.weights import Dense, StackedDense, dense_tensor, stores_quantized
 
@@ -119,8 +119,13 @@ class MoE:
 
     def __call__(self, x: torch.Tensor, token_ids: torch.Tensor, xq: torch.Tensor | None = None,
                  x32: torch.Tensor | None = None) -> torch.Tensor:
-        """The layer's FFN output for x [B, D] bf16; `xq` (`act_quant(x)`) and `x32` (x in fp32) where the caller
-        has them (the fused norm before)."""
+        """The layer's FFN output for x [B, D] bf16 (`outputs`, combined)."""
+        return self.outputs(x, token_ids, xq, x32).combined()
+
+    def outputs(self, x: torch.Tensor, token_ids: torch.Tensor, xq: torch.Tensor | None = None,
+                x32: torch.Tensor | None = None) -> ExpertOutputs:
+        """The experts' outputs for x [B, D] bf16, before their combine; `xq` (`act_quant(x)`) and `x32` (x in
+        fp32) where the caller has them (the fused norm before)."""
         idx, w = self.route(x, token_ids, x32)
         flat = idx.flatten()
         routed_in = (act_quant(x) if xq is None else xq) if self.quantize_up_input else x
@@ -129,13 +134,5 @@ class MoE:
                                   self.shared_rows[:2] if joined else None)
         h = swiglu_bf16(gate, up, self.limit, w.flatten(), self.quantize_down_input)
         down = expert_matvecs([self.w2], flat, h, [self.down_out], self.shared_rows[2:] if joined else None)[0]
-        routed = down[: flat.numel()]
         shared = [down[flat.numel():]] if joined else [expert(x, self.limit, xq) for expert in self.shared]
-        if len(shared) <= 1:
-            fused = fused_combine(routed, shared[0] if shared else None, self.top_k)  # one kernel on CUDA
-            if fused is not None:
-                return fused
-        y = routed.float().unflatten(0, (x.shape[0], self.top_k)).sum(1)
-        for out in shared:
-            y = y + out.float()
-        return y.to(torch.bfloat16)
+        return ExpertOutputs(down[: flat.numel()], shared, self.top_k)

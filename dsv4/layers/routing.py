@@ -19,6 +19,8 @@ Other devices, and more than one shared expert, use the torch form.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from dsv4.layers.kernels import INTERPRET, libdevice, pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
@@ -62,12 +64,8 @@ if triton is not None:
         tl.store(w_out + row * K + picks, tl.math.div_rn(weights, total) * scale, mask=picks < K)
 
     @triton.jit
-    def _combine(down, shared, out, d, K: tl.constexpr, HAS_SHARED: tl.constexpr, ACC: tl.constexpr,
-                 BLOCK_D: tl.constexpr, PDL: tl.constexpr):
-        wait_for_previous_kernel(PDL)
-        row = tl.program_id(0)
-        cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-        ok = cols < d
+    def combined_row(down, shared, row, cols, ok, d, K: tl.constexpr, HAS_SHARED: tl.constexpr, ACC: tl.constexpr):
+        """fp32 sum of `row`'s K expert outputs at `cols`, in torch's order, plus the shared expert's; unrounded."""
         rows = down + (row * K).to(tl.int64) * d + cols
         # ACC = min(4, K) accumulators (with K <= 4 no row follows another): accumulator 0 takes rows 0, 4, 8, ...
         y = tl.load(rows, mask=ok, other=0.0).to(tl.float32)
@@ -80,6 +78,16 @@ if triton is not None:
             y = y + acc
         if HAS_SHARED:
             y = y + tl.load(shared + row.to(tl.int64) * d + cols, mask=ok, other=0.0).to(tl.float32)
+        return y
+
+    @triton.jit
+    def _combine(down, shared, out, d, K: tl.constexpr, HAS_SHARED: tl.constexpr, ACC: tl.constexpr,
+                 BLOCK_D: tl.constexpr, PDL: tl.constexpr):
+        wait_for_previous_kernel(PDL)
+        row = tl.program_id(0)
+        cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+        ok = cols < d
+        y = combined_row(down, shared, row, cols, ok, d, K, HAS_SHARED, ACC)
         tl.store(out + row.to(tl.int64) * d + cols, y.to(tl.bfloat16), mask=ok)
 
 
@@ -103,13 +111,36 @@ def fused_route(logits: torch.Tensor, bias: torch.Tensor | None, tid2eid: torch.
     return ids, w
 
 
-def fused_combine(down: torch.Tensor, shared: torch.Tensor | None, k: int) -> torch.Tensor | None:
+@dataclass
+class ExpertOutputs:
+    """A layer's expert outputs before their combine: `routed` [B*k, D] (row b*k + j: token b's j-th expert),
+    `shared` the shared experts' [B, D] each. A kernel that reads the combined output can combine them itself
+    where `combine_kernel_reads` says so (mHC post does); else `combined()`."""
+
+    routed: torch.Tensor
+    shared: list[torch.Tensor]
+    k: int
+
+    def combine_kernel_reads(self) -> bool:
+        """Whether `combined_row` can read these (bf16, contiguous, at most one shared expert, on CUDA)."""
+        down, shared = self.routed, self.shared
+        return (len(shared) <= 1 and runs_triton(down, "combine") and down.dim() == 2 and down.shape[0] % self.k == 0
+                and down.is_contiguous() and down.dtype == torch.bfloat16
+                and all(s.is_contiguous() and s.dtype == torch.bfloat16 for s in shared))
+
+    def combined(self) -> torch.Tensor:
+        """bf16 [B,D]: each token's k expert outputs summed, plus the shared experts'; one kernel on CUDA."""
+        if self.combine_kernel_reads():
+            return fused_combine(self.routed, self.shared[0] if self.shared else None, self.k)
+        y = self.routed.float().unflatten(0, (-1, self.k)).sum(1)
+        for out in self.shared:
+            y = y + out.float()
+        return y.to(torch.bfloat16)
+
+
+def fused_combine(down: torch.Tensor, shared: torch.Tensor | None, k: int) -> torch.Tensor:
     """bf16 [B,D]: the sum of each row's k expert outputs (`down` [B*k,D] bf16) plus `shared` ([B,D] bf16 or None),
-    or None where the torch form must run."""
-    if (not runs_triton(down, "combine") or down.dim() != 2 or down.shape[0] % k or not down.is_contiguous()
-            or down.dtype != torch.bfloat16
-            or (shared is not None and (not shared.is_contiguous() or shared.dtype != torch.bfloat16))):
-        return None
+    where `ExpertOutputs.combine_kernel_reads`."""
     batch, d = down.shape[0] // k, down.shape[1]
     out = torch.empty(batch, d, dtype=torch.bfloat16, device=down.device)  # graphready: ignore[GR301] graph pool
     _combine[(batch, triton.cdiv(d, BLOCK_D))](down, shared if shared is not None else down, out, d, K=k,

@@ -70,6 +70,27 @@ def test_fused_combine_is_the_torch_sum_over_experts(device, k, with_shared):
         torch.testing.assert_close(out.float(), ref.float(), rtol=2**-7, atol=0)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("with_shared", [True, False])
+def test_mhc_post_combining_the_expert_outputs_equals_combine_then_post(device, with_shared):
+    """mHC post reads the experts' outputs and combines them itself (one launch fewer): the same bits as the
+    combine kernel followed by post, on CUDA and under the interpreter alike (both run the same combine code)."""
+    from dsv4.layers.mhc import HyperConnection
+    from dsv4.layers.routing import ExpertOutputs
+
+    g = torch.Generator().manual_seed(21)
+    batch, k, d = 2, 6, 4096 if device == "cuda" else 256
+    down = (torch.randn(batch * k, d, generator=g) * torch.logspace(-3, 3, d)).to(torch.bfloat16).to(device)
+    shared = [torch.randn(batch, d, generator=g).to(torch.bfloat16).to(device)] if with_shared else []
+    streams = torch.randn(batch, 4, d, generator=g).to(torch.bfloat16).to(device)
+    post = torch.rand(batch, 4, generator=g).to(device)
+    comb = torch.rand(batch, 4, 4, generator=g).to(device)
+    experts = ExpertOutputs(down, shared, k)
+    assert experts.combine_kernel_reads()
+    fused = HyperConnection.post(experts, streams, post, comb)
+    assert torch.equal(fused, HyperConnection.post(experts.combined(), streams, post, comb))
+
+
 def _expert_stacks(device, experts=5, out=48, inp=256, seed=0):
     """Two NVFP4 expert stacks (gate, up) and the shared expert's two matching matrices, on `device`."""
     from dsv4.formats import quantize_nvfp4
