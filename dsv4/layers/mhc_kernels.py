@@ -8,11 +8,13 @@ rest (norm factor, sigmoids, softmax, Sinkhorn, weighted sum) is two dozen tiny 
 * `_mix_partials`: split-K GEMV, each program one slice of the inputs, writing its partial dot products
   and sum of squares (no atomics: the result does not depend on scheduling, so replay equals eager);
 * `_pre_tail`: every program sums the partials in a fixed order, applies the RMS factor and the gates, and
-  writes its slice of the block input;
+  writes its slice of the block input; or, with the block's RMSNorm (`BlockNorm`), one program per row
+  writes the normed row and its GEMM inputs (`store_for_gemm`), where a norm kernel followed;
 * `_comb`: the combine matrix (softmax, then Sinkhorn with the tile code of `sinkhorn.py`). Its 20 dependent
   iterations take ~16 us on one SM whatever the launch shape, so it runs on a side stream while the block's
   GEMVs run, and only `post` waits for it;
-* `_post`: ``X'_k = post_k * y + sum_j comb[j,k] X_j`` in fp32, the streams mixed first (official order).
+* `_post`: ``X'_k = post_k * y + sum_j comb[j,k] X_j`` in fp32, the streams mixed first (official order); after
+  the MoE, y is the experts' outputs, combined in the kernel as the combine kernel does (`combined_row`).
 
 The arithmetic is the torch form's in fp32; sums run in another order, so results agree to fp32 rounding
 before the final bf16 cast, not bit for bit. Other devices, and hc other than 4, use the torch form.

@@ -226,8 +226,10 @@ def test_attention_rotating_its_output_back_equals_the_separate_inverse_rope(cos
 @pytest.mark.parametrize("d", [4096, 7168])  # Flash, Pro (a row wider than a power of two)
 def test_mhc_pre_with_the_block_norm_in_its_last_kernel_equals_pre_then_the_norm(d):
     """The block's RMSNorm (and its e4m3 and fp32 outputs) inside mHC pre's last kernel, against pre and then
-    `rms_norm_for_gemm`: the same post and comb, normed values within one unit in the last place of bf16 (the
-    sum of squares adds in the wider kernel's order), and outputs consistent with the normed values."""
+    `rms_norm_for_gemm`: the same comb, post to fp32 rounding and normed values within one unit in the last place
+    of bf16 (the wider kernel adds the split partials and the squares in its own order; measured on an H200: post
+    differed in its last bits at Pro's width), and outputs consistent with the normed values. The eager and the
+    graph-ready paths both run this kernel, so replay == eager does not depend on it."""
     from dsv4.config import preset
     from dsv4.layers.mhc import HyperConnection
     from dsv4.layers.primitives import act_quant, rms_norm_for_gemm
@@ -244,7 +246,7 @@ def test_mhc_pre_with_the_block_norm_in_its_last_kernel_equals_pre_then_the_norm
     x, post2, comb2 = mix.pre(streams)
     mix.join()
     alone = rms_norm_for_gemm(x, weight, 1e-6)[0]
-    assert torch.equal(post, post2) and torch.equal(comb, comb2)
+    assert torch.equal(comb, comb2) and torch.allclose(post, post2, rtol=2**-20, atol=0)
     assert ((normed.float() - alone.float()).abs() <= alone.float().abs() * 2.0**-8).all()
     assert torch.equal(quantised, act_quant(normed)) and torch.equal(wide, normed.float())
     assert mix.pre_normed(streams, weight, 1e-6, fp32=False)[0][2] is None
