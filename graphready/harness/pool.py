@@ -132,12 +132,20 @@ def _unchecked(unit: UnitInfo, gpu: int | None, message: str, worker: int | None
     return UnitResult(name=unit.name, device=device, error=message, worker=worker)
 
 
-def _lost(unit: UnitInfo, message: str, gpu: int | None, phase: str, worker: int) -> UnitResult:
-    """The report of a unit whose worker died, hung, or never loaded: GD201 at the unit's callable."""
+def hung_message(seconds: float, phase: str) -> str:
+    """Why a unit killed at the timeout has no verdict: a GPU busy with other work hangs it as a deadlock does."""
+    return (f"the worker hung: killed after {seconds:g}s during {phase} (a step slower than the timeout, a deadlock, "
+            "or a GPU busy with other work); not checked, not a verdict")
+
+
+def _lost(unit: UnitInfo, message: str, gpu: int | None, phase: str, worker: int, verdict: bool = True) -> UnitResult:
+    """The report of a unit whose worker died or hung: no verdict (status error); for a death, GD201 at the unit's
+    callable too (a crash in the unit's code or kernels is the unit's failure; a hang need not be)."""
     result = _unchecked(unit, gpu, message, worker)
-    if phase.startswith("capture"):
+    if phase.startswith("capture") and verdict:
         result.capture = "failed"
-    result.findings.append(make_finding("GD201", message, unit=unit.name, path=unit.path, line=unit.line))
+    if verdict:
+        result.findings.append(make_finding("GD201", message, unit=unit.name, path=unit.path, line=unit.line))
     return result
 
 
@@ -195,8 +203,8 @@ def _follow(worker: WorkerProcess, remaining: list[UnitInfo], record: WorkerReco
                 out.load_failed = f"the worker hung: killed after {options.load_timeout_s:g}s while loading the target"
                 record.end = "hung while loading"
             else:
-                message = f"the worker hung: killed after {options.timeout_s:g}s during {phase}"
-                lost = _lost(current or remaining[len(out.results)], message, gpu, phase, record.id)
+                lost = _lost(current or remaining[len(out.results)], hung_message(options.timeout_s, phase), gpu,
+                             phase, record.id, verdict=False)
                 out.results.append(lost)
                 listener.unit_done(lost)
                 record.end = f"killed: {lost.name} hung during {phase}"

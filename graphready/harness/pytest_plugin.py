@@ -64,6 +64,7 @@ def _run_in_child(unit: Unit, gpu: int, options, conn) -> None:
 
 def _check_forked(unit: Unit, gpu: int, options):
     """Check a unit object in a forked child, which inherits it (closures need no pickling)."""
+    from graphready.harness.pool import hung_message
     from graphready.harness.result import UnitResult, make_finding
     from graphready.harness.unit import callable_location
 
@@ -72,15 +73,19 @@ def _check_forked(unit: Unit, gpu: int, options):
     process = context.Process(target=_run_in_child, args=(unit, gpu, options, child), daemon=True)
     process.start()
     child.close()
-    payload = parent.recv() if parent.poll(options.timeout_s) else None
+    answered = parent.poll(options.timeout_s)
+    payload = parent.recv() if answered else None
     process.join(timeout=5)
+    hung = process.is_alive() and not answered
     if process.is_alive():
         process.kill()
         process.join()
     if payload is not None:
         return UnitResult.from_json(payload)
+    if hung:  # no verdict: a busy GPU hangs a unit as a deadlock does
+        return UnitResult(name=unit.name, device=unit.device_label(), error=hung_message(options.timeout_s, "the check"))
     path, line = callable_location(unit.fn)
-    message = f"the check process died or hung (exit code {process.exitcode})"
+    message = f"the check process died (exit code {process.exitcode})"
     result = UnitResult(name=unit.name, device=unit.device_label(), error=message)
     result.findings.append(make_finding("GD201", message, unit=unit.name, path=path, line=line))
     return result

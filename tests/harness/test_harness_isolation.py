@@ -103,8 +103,9 @@ def test_a_crashing_unit_is_reported_with_its_signal_and_the_next_worker_resumes
 def test_a_hanging_unit_is_killed_at_the_timeout_and_the_rest_still_run(tmp_path):
     run, builds, _ = _planted(tmp_path, "hang,ok", timeout=5)
     hung = run.results[0]
-    assert hung.status() == "error" and "hung" in hung.error and "5s" in hung.error
-    assert hung.findings[0].unit == "u0"
+    assert hung.status() == "error" and "hung" in hung.error and "5s" in hung.error and hung.name == "u0"
+    # a GPU busy with other work hangs a unit as a deadlock does: no GD201 verdict, and the run still fails
+    assert hung.findings == [] and "not a verdict" in hung.error and hung.capture is None
     assert run.results[1].status() == "pass"
     assert len(builds) == 2
 
