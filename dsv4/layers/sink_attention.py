@@ -12,7 +12,9 @@ the end, then a correctly rounded divide. The denominator's rescale and add roun
 ops. Only the products add in another order (tensor-core tiles accumulating into the rescaled output, where
 the torch form adds a separate block product): a score that moves by an fp32 rounding can flip the bf16
 rounding of its probability, so outputs agree with the torch form to within a few units in the last place of
-bf16, not bit for bit. Other devices use the torch form.
+bf16, not bit for bit. Where the head's RoPE channels are exactly the sums kernel's last tile of head dims (Flash,
+Pro: 64 of 512), that tile also rotates them back (the inverse RoPE after attention), bit for bit as the RoPE
+kernel would. Other devices use the torch form.
 """
 
 from __future__ import annotations
