@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from graphready.harness.blame import InternalFailure
 from graphready.harness.isolation import UnitInfo, WorkerOptions, signal_name, worker_env
 from graphready.harness.result import UnitResult, make_finding
 
@@ -138,10 +139,18 @@ def hung_message(seconds: float, phase: str) -> str:
             "or a GPU busy with other work); not checked, not a verdict")
 
 
+# Check phases that run graphready's code alone (reading the captured graph through the driver API), not the unit's
+OWN_PHASES = ("pointer audit",)
+
+
 def _lost(unit: UnitInfo, message: str, gpu: int | None, phase: str, worker: int, verdict: bool = True) -> UnitResult:
     """The report of a unit whose worker died or hung: no verdict (status error); for a death, GD201 at the unit's
-    callable too (a crash in the unit's code or kernels is the unit's failure; a hang need not be)."""
+    callable too (a crash in the unit's code or kernels is the unit's failure; a hang need not be), except in a
+    phase of graphready's own code, where the death is graphready's (GD001: the run exits 3)."""
     result = _unchecked(unit, gpu, message, worker)
+    if phase in OWN_PHASES and verdict:
+        result.add_internal_failure(InternalFailure([phase], message, "", ""), unit.path, unit.line)
+        return result
     if phase.startswith("capture") and verdict:
         result.capture = "failed"
     if verdict:

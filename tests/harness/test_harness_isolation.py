@@ -110,6 +110,22 @@ def test_a_hanging_unit_is_killed_at_the_timeout_and_the_rest_still_run(tmp_path
     assert len(builds) == 2
 
 
+@pytest.mark.parametrize("phase, verdict", [("capture", "GD201"), ("replay", "GD201"), ("pointer audit", "GD001")])
+def test_a_worker_death_is_the_units_failure_unless_graphready_alone_was_running(phase, verdict):
+    """The pointer audit reads the captured graph through the driver API and runs none of the unit's code: a
+    death there is graphready's (GD001, the run exits 3), not a verdict on the unit (issue 26's CuTe case)."""
+    from graphready.findings import Severity
+    from graphready.harness.command import EXIT_INTERNAL, exit_code
+    from graphready.harness.pool import _lost
+
+    message = f"the worker died (signal SIGSEGV) during {phase}"
+    lost = _lost(UnitInfo("u", None, "m.py", 7), message, 0, phase, worker=1)
+    assert lost.status() == "error" and [f.rule for f in lost.findings] == [verdict]
+    assert (exit_code([lost], Severity.WARNING) == EXIT_INTERNAL) == (verdict == "GD001")
+    if verdict == "GD001":
+        assert lost.findings[0].internal and "pointer audit" in lost.findings[0].message and lost.capture is None
+
+
 def test_a_target_that_cannot_load_fails_every_unit_once(tmp_path):
     units = [UnitInfo("crasher", None, TARGETS, 30), UnitInfo("other", None, TARGETS, 30)]
     run = run_units(f"{TARGETS}:crashing_units", units, _options(), command=CPU_WORKER)
