@@ -135,7 +135,8 @@ def graph_kernel_lines(decoder: GraphDecoder, rows: int) -> list[str]:
             with torch.cuda.stream(plan.stream):
                 plan.segments[0].graph.replay()
             plan.stream.synchronize()
-        kernels = [e for e in prof.events() if e.device_type.name == "CUDA" and not e.name.startswith(("Memcpy", "Memset"))]
+        kernels = [e for e in prof.events()
+                   if e.device_type.name == "CUDA" and not e.name.startswith(("Memcpy", "Memset"))]
         if not kernels:
             lines.append(f"  {plan.device}: the profiler recorded no kernel of the graph")
             continue
@@ -144,14 +145,16 @@ def graph_kernel_lines(decoder: GraphDecoder, rows: int) -> list[str]:
         busy = busy_us(intervals)
         layers = max(sum(d == plan.device for d in decoder.model.layer_devices), 1)
         lines.append(f"  {plan.device}: {len(kernels)} kernels, span {span:.0f} us, some kernel running {busy:.0f} us "
-                     f"({100 * busy / span:.0f}%); per layer {len(kernels) / layers:.1f} kernels, {span / layers:.1f} us")
+                     f"({100 * busy / span:.0f}%); per layer {len(kernels) / layers:.1f} kernels, "
+                     f"{span / layers:.1f} us")
         totals: dict[str, list[float]] = {}
         for e in kernels:
             entry = totals.setdefault(e.name, [0, 0.0])
             entry[0] += 1
             entry[1] += e.time_range.end - e.time_range.start
         for name, (count, total) in sorted(totals.items(), key=lambda kv: -kv[1][1])[:rows]:
-            lines.append(f"    {total:8.0f} us {100 * total / span:5.1f}%  {count:4d}x {total / count:7.2f} us  {name[:70]}")
+            lines.append(f"    {total:8.0f} us {100 * total / span:5.1f}%  {count:4d}x {total / count:7.2f} us  "
+                         f"{name[:70]}")
     return lines
 
 

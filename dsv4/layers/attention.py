@@ -198,7 +198,8 @@ class Attention:
         [B,D] bf16."""
         if cos_sin is not None:
             o = rope_tail(o, self.rope_dim, cos_sin, inverse=True)
-        return self.wo_b(self.wo_a(o.flatten(1), groups=self.groups))  # wo_a: [G * o_lora, (H/G) * hd], group g reads o's g
+        # wo_a: [G * o_lora, (H/G) * hd], group g reads o's g
+        return self.wo_b(self.wo_a(o.flatten(1), groups=self.groups))
 
     # -- eager path (host position) -----------------------------------------------------------------
     def forward_eager(self, x: torch.Tensor, position: int) -> torch.Tensor:

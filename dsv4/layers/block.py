@@ -73,7 +73,8 @@ class Block:
 
     def _ffn(self, streams: torch.Tensor, token_ids: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """The FFN half on `streams`; the new streams are written to `out` when given."""
-        (x, xq, x32), post, comb = self.hc_ffn.pre_normed(streams, self.ffn_norm, self.eps, fp32=True)  # experts, router
+        # the experts' and the router's inputs
+        (x, xq, x32), post, comb = self.hc_ffn.pre_normed(streams, self.ffn_norm, self.eps, fp32=True)
         y = self.moe.outputs(x, token_ids, xq, x32)  # combined inside mHC post
         self.hc_ffn.join()
         return HyperConnection.post(y, streams, post, comb, out)

@@ -200,17 +200,18 @@ def fused_pre(streams: torch.Tensor, fn: torch.Tensor, scale: torch.Tensor, base
             _comb[(batch,)](dots, squares, scale, base, comb, splits, d, iters, hc_eps, norm_eps,
                             HC=hc, NPAD=npad, BLOCK_S=block_s, num_warps=1, **pdl_options())
     norm = block_norm is not None
+    wide = norm and block_norm.fp32
     out_q = torch.empty_like(x) if norm else x  # graphready: ignore[GR301] the graph pool serves it
-    out_f = torch.empty(batch, d, dtype=torch.float32, device=x.device) if norm and block_norm.fp32 else x  # graphready: ignore[GR301]
+    out_f = torch.empty(batch, d, dtype=torch.float32, device=x.device) if wide else x  # graphready: ignore[GR301]
     block_d = triton.next_power_of_2(d) if norm else BLOCK_D
     _pre_tail[(batch, triton.cdiv(d, block_d))](
         streams, dots, squares, scale, base, x, post, block_norm.weight if norm else x, out_q, out_f, splits, d,
         hc_eps, norm_eps, block_norm.eps if norm else 0.0, HC=hc, HEAD=head, NPAD=npad, BLOCK_S=block_s,
         BLOCK_D=block_d, NORM=norm, QUANT_OUT=block_norm.quant_block if norm else 0,
-        F32_OUT=norm and block_norm.fp32, QMAX=block_norm.qmax if norm else 0.0,
+        F32_OUT=wide, QMAX=block_norm.qmax if norm else 0.0,
         FLOOR=block_norm.floor if norm else 0.0, num_warps=8 if norm else 4, **pdl_options())
     if norm:
-        x = (x, out_q, out_f if block_norm.fp32 else None)
+        x = (x, out_q, out_f if wide else None)
     return x if head else (x, post, comb, (dots, squares))
 
 

@@ -48,7 +48,8 @@ if triton is not None:
 
     @triton.jit
     def _norm_rope(x, weight, cos_sin, out, out_q, out_f, slots, n, rows_per_cos, eps, steps, s_batch, s_slot,
-                   SCATTER: tl.constexpr, NORM: tl.constexpr, HAS_WEIGHT: tl.constexpr, ROPE: tl.constexpr, INVERSE: tl.constexpr,
+                   SCATTER: tl.constexpr, NORM: tl.constexpr, HAS_WEIGHT: tl.constexpr, ROPE: tl.constexpr,
+                   INVERSE: tl.constexpr,
                    ROUND_INPUT: tl.constexpr, QUANT: tl.constexpr, QMAX: tl.constexpr, FLOOR: tl.constexpr,
                    QUANT_OUT: tl.constexpr, F32_OUT: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
         wait_for_previous_kernel(PDL)

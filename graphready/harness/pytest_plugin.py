@@ -83,7 +83,8 @@ def _check_forked(unit: Unit, gpu: int, options):
     if payload is not None:
         return UnitResult.from_json(payload)
     if hung:  # no verdict: a busy GPU hangs a unit as a deadlock does
-        return UnitResult(name=unit.name, device=unit.device_label(), error=hung_message(options.timeout_s, "the check"))
+        message = hung_message(options.timeout_s, "the check")
+        return UnitResult(name=unit.name, device=unit.device_label(), error=message)
     path, line = callable_location(unit.fn)
     message = f"the check process died (exit code {process.exitcode})"
     result = UnitResult(name=unit.name, device=unit.device_label(), error=message)

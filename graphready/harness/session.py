@@ -448,8 +448,8 @@ def _report_escaped(run: UnitRun, eager_kernels: int, graph_kernels: int, captur
         launches, why = {}, f"{type(exc).__name__}: {exc}"
     else:
         if not launches and graph_kernels:
-            run.result.notes.append(f"the eager step counted {eager_kernels} kernels and the graph holds {graph_kernels}, "
-                                    "but no kernel ran during a profiled capture: nothing escaped")
+            run.result.notes.append(f"the eager step counted {eager_kernels} kernels and the graph holds "
+                                    f"{graph_kernels}, but no kernel ran during a profiled capture: nothing escaped")
             return
     counted = kernel_check.escaped_message(eager_kernels, graph_kernels)
     located = {location: kernels for location, kernels in launches.items() if location is not None}
