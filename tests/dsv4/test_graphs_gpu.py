@@ -226,10 +226,11 @@ def test_attention_rotating_its_output_back_equals_the_separate_inverse_rope(cos
 @pytest.mark.parametrize("d", [4096, 7168])  # Flash, Pro (a row wider than a power of two)
 def test_mhc_pre_with_the_block_norm_in_its_last_kernel_equals_pre_then_the_norm(d):
     """The block's RMSNorm (and its e4m3 and fp32 outputs) inside mHC pre's last kernel, against pre and then
-    `rms_norm_for_gemm`: the same comb, post to fp32 rounding and normed values within one unit in the last place
-    of bf16 (the wider kernel adds the split partials and the squares in its own order; measured on an H200: post
-    differed in its last bits at Pro's width), and outputs consistent with the normed values. The eager and the
-    graph-ready paths both run this kernel, so replay == eager does not depend on it."""
+    `rms_norm_for_gemm`: the same comb, normed values within one unit in the last place of bf16, and outputs
+    consistent with the normed values. The wider kernel adds the split partials and the squares in its own order:
+    post differed from pre's in its last bits at Pro's width (H200), so post is held to the torch form's bound that
+    `test_fused_mhc_pre_post_and_head_match_the_torch_form` holds pre's to. The eager and the graph-ready paths
+    both run this kernel, so replay == eager does not depend on it."""
     from dsv4.config import preset
     from dsv4.layers.mhc import HyperConnection
     from dsv4.layers.primitives import act_quant, rms_norm_for_gemm
@@ -237,19 +238,20 @@ def test_mhc_pre_with_the_block_norm_in_its_last_kernel_equals_pre_then_the_norm
     gen = torch.Generator().manual_seed(13)
     hc = 4
     fn = torch.randn((2 + hc) * hc, hc * d, generator=gen) * 0.02
-    mix = HyperConnection(fn, torch.rand(3, generator=gen), torch.randn((2 + hc) * hc, generator=gen) * 0.1,
-                          preset("tiny"), "cuda")
-    streams = (torch.randn(2, hc, d, generator=gen) * torch.logspace(-2, 2, d)).to(torch.bfloat16).cuda()
+    scale, base = torch.rand(3, generator=gen), torch.randn((2 + hc) * hc, generator=gen) * 0.1
+    mix = HyperConnection(fn, scale, base, preset("tiny"), "cuda")
+    streams = (torch.randn(2, hc, d, generator=gen) * torch.logspace(-2, 2, d)).to(torch.bfloat16)
     weight = (torch.rand(d, generator=gen) + 0.5).cuda()
-    (normed, quantised, wide), post, comb = mix.pre_normed(streams, weight, 1e-6, fp32=True)
+    (normed, quantised, wide), post, comb = mix.pre_normed(streams.cuda(), weight, 1e-6, fp32=True)
     mix.join()
-    x, post2, comb2 = mix.pre(streams)
+    x, _, comb2 = mix.pre(streams.cuda())
     mix.join()
     alone = rms_norm_for_gemm(x, weight, 1e-6)[0]
-    assert torch.equal(comb, comb2) and torch.allclose(post, post2, rtol=2**-20, atol=0)
+    post_cpu = HyperConnection(fn, scale, base, preset("tiny"), "cpu").pre(streams)[1]
+    assert torch.equal(comb, comb2) and torch.allclose(post.cpu(), post_cpu, rtol=1e-5, atol=1e-6)
     assert ((normed.float() - alone.float()).abs() <= alone.float().abs() * 2.0**-8).all()
     assert torch.equal(quantised, act_quant(normed)) and torch.equal(wide, normed.float())
-    assert mix.pre_normed(streams, weight, 1e-6, fp32=False)[0][2] is None
+    assert mix.pre_normed(streams.cuda(), weight, 1e-6, fp32=False)[0][2] is None
 
 
 @needs_gpu
