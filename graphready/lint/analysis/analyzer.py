@@ -16,7 +16,7 @@ from graphready.lint.analysis.multidevice import handles_several_devices
 from graphready.lint.analysis.context import FileFacts, Pending, RuleContext
 from graphready.lint.analysis.project import ProjectFacts
 from graphready.lint.failures import Failure
-from graphready.lint.analysis.cstwalk import Locations, Span, nodes, walk
+from graphready.lint.analysis.cstwalk import Locations, Span, nodes, remembered_children, walk
 from graphready.lint.scope.index import ClassInfo, FunctionInfo
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.analysis.candidate import PARSE_ERROR
@@ -100,6 +100,10 @@ class FileAnalyzer:
     def run(self) -> tuple[dict[str, list[Candidate]], list[Failure]]:
         """The rule hits of each wanted function, and the functions graphready itself failed on (each one's hits
         are dropped)."""
+        with remembered_children():
+            return self._run()
+
+    def _run(self) -> tuple[dict[str, list[Candidate]], list[Failure]]:
         self.module_facts.frozen_globals, self.module_facts.stepped_globals = self._frozen_globals()
         hits: dict[str, list[Candidate]] = {}
         failures: list[Failure] = []
@@ -137,7 +141,7 @@ class FileAnalyzer:
         text = "".join(self.lines[info.first_line - 1:info.end_lineno])
         indented = text[:1] in (" ", "\t")
         try:  # an indented method parses as the body of `if 1:`, keeping its columns
-            module = cst.parse_module("if 1:\n" + text if indented else text)
+            module = _parse_unchecked("if 1:\n" + text if indented else text)
         except cst.ParserSyntaxError as exc:
             line = info.first_line + exc.raw_line - (2 if indented else 1)
             self.parse_errors[info.qualname] = Candidate(PARSE_ERROR, line, exc.raw_column, line, exc.raw_column,
@@ -240,6 +244,22 @@ class FileAnalyzer:
                                                            and module_env.kind(node.value) != TENSOR):
                         stepped.add(name)
         return frozen, stepped
+
+
+def _parse_unchecked(text: str) -> cst.Module:
+    """`cst.parse_module` without libcst checking each node as its parser builds it (`CSTNode.__post_init__`: a fifth
+    of parsing a function; libcst's own note there says a parsed tree needs no such check). Syntax errors are still
+    raised: the parser finds those."""
+    check = cst.CSTNode.__post_init__
+    cst.CSTNode.__post_init__ = _unchecked
+    try:
+        return cst.parse_module(text)
+    finally:
+        cst.CSTNode.__post_init__ = check
+
+
+def _unchecked(node: cst.CSTNode) -> None:
+    pass
 
 
 def _learned(facts: FileFacts) -> tuple:

@@ -9,9 +9,10 @@ directly and locate reported nodes with one plain code generation pass per parse
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import re
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -35,6 +36,15 @@ def _is_node(value: object) -> bool:
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    if _remembered is None:
+        return _children(node)
+    found = _remembered.get(id(node))
+    if found is None:
+        found = _remembered[id(node)] = (node, _children(node))  # the node kept alive: its id stays its own
+    return found[1]
+
+
+def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
     fields = _FIELDS.get(type(node))
     if fields is None:
         fields = _FIELDS[type(node)] = tuple(
@@ -46,10 +56,26 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
         value = getattr(node, name)
         kind = type(value)
         if kind is list or kind is tuple:
-            found.extend(v for v in value if _is_node(v))
+            found += value  # libcst's sequence fields hold nodes only
         elif _is_node(value):
             found.append(value)
     return found
+
+
+_remembered: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] | None = None  # see `remembered_children`
+
+
+@contextlib.contextmanager
+def remembered_children() -> Iterator[None]:
+    """Within the block each node's children are worked out once: the analysis walks every function four times
+    (the rules, tensor evidence, its assignments, the counters it steps), and listing a node's children was the
+    larger part of each walk."""
+    global _remembered
+    outer, _remembered = _remembered, {}
+    try:
+        yield
+    finally:
+        _remembered = outer
 
 
 def walk(root: cst.CSTNode, enter: Callable[[cst.CSTNode], bool | None],
@@ -90,6 +116,9 @@ class Span:
     end_column: int
 
 
+_NOTHING = contextlib.nullcontext()
+
+
 class _Locator(CodegenState):
     """Code generation that only notes where each node starts and ends."""
 
@@ -115,6 +144,12 @@ class _Locator(CodegenState):
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         self.ranges[node][1] = self.offset
+
+    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
+                                  end_node: cst.CSTNode | None = None) -> contextlib.nullcontext:
+        """Nothing to record (only a position provider does): one shared empty block, not a generator-based context
+        manager made per node (the most costly part of locating a function's nodes)."""
+        return _NOTHING
 
 
 class Locations:

@@ -691,7 +691,7 @@ class ModuleIndexer:
             deep=False,
         )
         text = "\n".join(self.lines[info.lineno - 1:info.end_lineno])
-        info.mentions_graph = bool(GRAPH_TEXT.search(text))
+        info.mentions_graph = ("graph" in text or ".replay" in text) and bool(GRAPH_TEXT.search(text))  # substring first: fast
         self.index.functions[qualname] = info
         context = self.contexts[qualname] = _Context(node, parent, self.none_methods, self.one_time_flags)
         if self._deep_now(info, text):
