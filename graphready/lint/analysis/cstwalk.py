@@ -81,17 +81,18 @@ def remembered_children() -> Iterator[None]:
 def walk(root: cst.CSTNode, enter: Callable[[cst.CSTNode], bool | None],
          leave: Callable[[cst.CSTNode], None] | None = None) -> None:
     """Depth-first, children in field order; `enter` returning False skips a subtree."""
-    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+    stack: list[cst.CSTNode | tuple[cst.CSTNode]] = [root]  # a node to enter, or (node,) to leave
+    pop = stack.pop
     while stack:
-        node, leaving = stack.pop()
-        if leaving:
-            leave(node)
+        node = pop()
+        if type(node) is tuple:
+            leave(node[0])
             continue
         if enter(node) is False:
             continue
         if leave is not None:
-            stack.append((node, True))
-        stack.extend((child, False) for child in reversed(children(node)))
+            stack.append((node,))
+        stack += reversed(children(node))
 
 
 def nodes(root: cst.CSTNode, skip_scopes: bool = True) -> Iterable[cst.CSTNode]:
@@ -125,7 +126,7 @@ class _Locator(CodegenState):
     def __init__(self, module: cst.Module):
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.offset = 0
-        self.ranges: dict[cst.CSTNode, list[int]] = {}
+        self.ranges: dict[int, list[int]] = {}  # id(node) -> [start, end]
 
     def add_indent_tokens(self) -> None:
         for token in self.indent_tokens:
@@ -140,10 +141,10 @@ class _Locator(CodegenState):
             self.offset -= len(self.tokens.pop())
 
     def before_codegen(self, node: cst.CSTNode) -> None:
-        self.ranges[node] = [self.offset, self.offset]
+        self.ranges[id(node)] = [self.offset, self.offset]  # by id: a node's own hash is a Python call
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        self.ranges[node][1] = self.offset
+        self.ranges[id(node)][1] = self.offset
 
     def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
                                   end_node: cst.CSTNode | None = None) -> contextlib.nullcontext:
@@ -160,6 +161,7 @@ class Locations:
         state = _Locator(module)
         module._codegen(state)
         self.text = "".join(state.tokens)
+        self.module = module  # its nodes' ids key `ranges`: alive, no other object can take one
         self.ranges = state.ranges
         self.newlines = [match.start() for match in re.finditer("\n", self.text)]
 
@@ -172,7 +174,7 @@ class Locations:
         """1-based lines, 0-based columns of each wanted node, surrounding whitespace trimmed."""
         text, spans = self.text, {}
         for node in wanted:
-            start, end = self.ranges[node]
+            start, end = self.ranges[id(node)]
             while start < end and text[start].isspace():
                 start += 1
             while end > start and text[end - 1].isspace():
