@@ -277,6 +277,8 @@ def _callees(value: cst.BaseExpression, env: TensorEnv) -> set[str]:
 
 
 _HANDLERS = [(rule_class, [a for a in dir(rule_class) if a.startswith(("visit_", "leave_"))]) for rule_class in ALL_RULES]
+# the nodes a walk leaves: those a rule has a `leave_` handler for, and `with` blocks (the stack of their names)
+_LEFT = frozenset({cst.With, *(getattr(cst, a[6:]) for _, handlers in _HANDLERS for a in handlers if a.startswith("leave_"))})
 
 
 def _dispatch_tables():
@@ -306,7 +308,8 @@ def _run_rules(root: cst.FunctionDef, ctx: RuleContext) -> None:
             return False
         if kind is cst.With:
             ctx.with_stack.append([ctx.qualname(i.item.func) or "" for i in node.items if isinstance(i.item, cst.Call)])
-        dispatch(visitors, node)
+        if kind.__name__ in visitors:  # most nodes have no handler: no call
+            dispatch(visitors, node)
         return True
 
     def leave(node: cst.CSTNode) -> None:
@@ -314,7 +317,7 @@ def _run_rules(root: cst.FunctionDef, ctx: RuleContext) -> None:
         if type(node) is cst.With:
             ctx.with_stack.pop()
 
-    walk(root, enter, leave)
+    walk(root, enter, leave, leave_types=_LEFT)
 
 
 def analyze_file(job: FileJob, project: ProjectFacts) -> tuple[dict[str, list[Candidate]], list[Failure]]:

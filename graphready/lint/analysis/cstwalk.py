@@ -12,7 +12,7 @@ import bisect
 import contextlib
 import dataclasses
 import re
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Container, Iterable, Iterator
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -79,8 +79,9 @@ def remembered_children() -> Iterator[None]:
 
 
 def walk(root: cst.CSTNode, enter: Callable[[cst.CSTNode], bool | None],
-         leave: Callable[[cst.CSTNode], None] | None = None) -> None:
-    """Depth-first, children in field order; `enter` returning False skips a subtree."""
+         leave: Callable[[cst.CSTNode], None] | None = None, leave_types: Container[type] | None = None) -> None:
+    """Depth-first, children in field order; `enter` returning False skips a subtree. `leave` is called for the
+    nodes of `leave_types` (None: every node) once their subtree is walked."""
     stack: list[cst.CSTNode | tuple[cst.CSTNode]] = [root]  # a node to enter, or (node,) to leave
     pop = stack.pop
     while stack:
@@ -90,7 +91,7 @@ def walk(root: cst.CSTNode, enter: Callable[[cst.CSTNode], bool | None],
             continue
         if enter(node) is False:
             continue
-        if leave is not None:
+        if leave is not None and (leave_types is None or type(node) in leave_types):
             stack.append((node,))
         stack += reversed(children(node))
 
