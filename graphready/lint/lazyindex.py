@@ -15,6 +15,7 @@ import multiprocessing
 import os
 from collections import deque
 from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Callable
 
 from graphready.lint.analysis.deep import call_deep
@@ -129,7 +130,11 @@ class IndexPool:
             for connection in wait([c for c, b in zip(self.connections, busy) if b is not None]):
                 worker = self.connections.index(connection)
                 position, busy[worker] = busy[worker], None
-                results[position] = connection.recv()
+                answer = connection.recv_bytes()  # read whole: the worker waits for its next file, sent before this
+                if pending:                       # one is unpickled (the worker sat idle through that)
+                    busy[worker] = pending.popleft()
+                    connection.send(("index", jobs[busy[worker]], digests))
+                results[position] = ForkingPickler.loads(answer)
                 if not isinstance(results[position], Failure):
                     self.owner[jobs[position][1]] = worker
                 if advance is not None:
