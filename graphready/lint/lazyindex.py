@@ -130,8 +130,10 @@ class IndexPool:
             for connection in wait([c for c, b in zip(self.connections, busy) if b is not None]):
                 worker = self.connections.index(connection)
                 position, busy[worker] = busy[worker], None
-                answer = connection.recv_bytes()  # read whole: the worker waits for its next file, sent before this
-                if pending:                       # one is unpickled (the worker sat idle through that)
+                # read whole, the worker waits for its next file: sent before this index is unpickled (it sat idle
+                # through that)
+                answer = connection.recv_bytes()
+                if pending:
                     busy[worker] = pending.popleft()
                     connection.send(("index", jobs[busy[worker]], digests))
                 results[position] = ForkingPickler.loads(answer)
