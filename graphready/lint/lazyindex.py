@@ -15,6 +15,7 @@ import multiprocessing
 import os
 from collections import deque
 from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Callable
 
 from graphready.lint.analysis.deep import call_deep
@@ -110,10 +111,10 @@ class IndexPool:
         self.asked: list[deque[str]] = [deque() for _ in range(workers)]  # per worker, the paths asked, in order
         self.answers: dict[tuple[str, str], tuple | Failure] = {}  # (path, qualname) -> answers read, not yet taken
 
-    def index(self, jobs: list[IndexJob], advance: Callable[[], None] | None,
-              digests: bool) -> list[tuple[ModuleIndex, str] | Failure]:
+    def index(self, jobs: list[IndexJob], advance: Callable[[], None] | None, digests: bool,
+              meanwhile: Callable[[], None] | None = None) -> list[tuple[ModuleIndex, str] | Failure]:
         """Each job's index (and with `digests`, its `index_digest`), the largest files first, each sent to a worker
-        with room for it."""
+        with room for it; `meanwhile` runs here once the workers have their first files."""
         order = sorted(range(len(jobs)), key=lambda i: len(jobs[i][2]), reverse=True)
         results: list[tuple[ModuleIndex, str] | Failure | None] = [None] * len(jobs)
         busy: list[int | None] = [None for _ in self.connections]  # the job each worker is on
@@ -123,10 +124,19 @@ class IndexPool:
                 if pending and busy[worker] is None:
                     busy[worker] = pending.popleft()
                     connection.send(("index", jobs[busy[worker]], digests))
+            if meanwhile is not None:
+                meanwhile()
+                meanwhile = None
             for connection in wait([c for c, b in zip(self.connections, busy) if b is not None]):
                 worker = self.connections.index(connection)
                 position, busy[worker] = busy[worker], None
-                results[position] = connection.recv()
+                # read whole, the worker waits for its next file: sent before this index is unpickled (it sat idle
+                # through that)
+                answer = connection.recv_bytes()
+                if pending:
+                    busy[worker] = pending.popleft()
+                    connection.send(("index", jobs[busy[worker]], digests))
+                results[position] = ForkingPickler.loads(answer)
                 if not isinstance(results[position], Failure):
                     self.owner[jobs[position][1]] = worker
                 if advance is not None:

@@ -16,7 +16,7 @@ from graphready.lint.analysis.multidevice import handles_several_devices
 from graphready.lint.analysis.context import FileFacts, Pending, RuleContext
 from graphready.lint.analysis.project import ProjectFacts
 from graphready.lint.failures import Failure
-from graphready.lint.analysis.cstwalk import Locations, Span, nodes, walk
+from graphready.lint.analysis.cstwalk import Locations, Span, nodes, remembered_children, walk
 from graphready.lint.scope.index import ClassInfo, FunctionInfo
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.analysis.candidate import PARSE_ERROR
@@ -100,6 +100,10 @@ class FileAnalyzer:
     def run(self) -> tuple[dict[str, list[Candidate]], list[Failure]]:
         """The rule hits of each wanted function, and the functions graphready itself failed on (each one's hits
         are dropped)."""
+        with remembered_children():
+            return self._run()
+
+    def _run(self) -> tuple[dict[str, list[Candidate]], list[Failure]]:
         self.module_facts.frozen_globals, self.module_facts.stepped_globals = self._frozen_globals()
         hits: dict[str, list[Candidate]] = {}
         failures: list[Failure] = []
@@ -137,7 +141,7 @@ class FileAnalyzer:
         text = "".join(self.lines[info.first_line - 1:info.end_lineno])
         indented = text[:1] in (" ", "\t")
         try:  # an indented method parses as the body of `if 1:`, keeping its columns
-            module = cst.parse_module("if 1:\n" + text if indented else text)
+            module = _parse_unchecked("if 1:\n" + text if indented else text)
         except cst.ParserSyntaxError as exc:
             line = info.first_line + exc.raw_line - (2 if indented else 1)
             self.parse_errors[info.qualname] = Candidate(PARSE_ERROR, line, exc.raw_column, line, exc.raw_column,
@@ -242,6 +246,22 @@ class FileAnalyzer:
         return frozen, stepped
 
 
+def _parse_unchecked(text: str) -> cst.Module:
+    """`cst.parse_module` without libcst checking each node as its parser builds it (`CSTNode.__post_init__`: a fifth
+    of parsing a function; libcst's own note there says a parsed tree needs no such check). Syntax errors are still
+    raised: the parser finds those."""
+    check = cst.CSTNode.__post_init__
+    cst.CSTNode.__post_init__ = _unchecked
+    try:
+        return cst.parse_module(text)
+    finally:
+        cst.CSTNode.__post_init__ = check
+
+
+def _unchecked(node: cst.CSTNode) -> None:
+    pass
+
+
 def _learned(facts: FileFacts) -> tuple:
     """What `_class_facts` learns from a class's methods (the class facts its tensor envs read), as a copy."""
     return (set(facts.tensor_attrs), set(facts.bool_attrs), dict(facts.host_attrs), set(facts.lock_names),
@@ -257,6 +277,8 @@ def _callees(value: cst.BaseExpression, env: TensorEnv) -> set[str]:
 
 
 _HANDLERS = [(rule_class, [a for a in dir(rule_class) if a.startswith(("visit_", "leave_"))]) for rule_class in ALL_RULES]
+# the nodes a walk leaves: those a rule has a `leave_` handler for, and `with` blocks (the stack of their names)
+_LEFT = frozenset({cst.With, *(getattr(cst, a[6:]) for _, handlers in _HANDLERS for a in handlers if a.startswith("leave_"))})
 
 
 def _dispatch_tables():
@@ -286,7 +308,8 @@ def _run_rules(root: cst.FunctionDef, ctx: RuleContext) -> None:
             return False
         if kind is cst.With:
             ctx.with_stack.append([ctx.qualname(i.item.func) or "" for i in node.items if isinstance(i.item, cst.Call)])
-        dispatch(visitors, node)
+        if kind.__name__ in visitors:  # most nodes have no handler: no call
+            dispatch(visitors, node)
         return True
 
     def leave(node: cst.CSTNode) -> None:
@@ -294,7 +317,7 @@ def _run_rules(root: cst.FunctionDef, ctx: RuleContext) -> None:
         if type(node) is cst.With:
             ctx.with_stack.pop()
 
-    walk(root, enter, leave)
+    walk(root, enter, leave, leave_types=_LEFT)
 
 
 def analyze_file(job: FileJob, project: ProjectFacts) -> tuple[dict[str, list[Candidate]], list[Failure]]:

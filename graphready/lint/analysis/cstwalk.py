@@ -9,9 +9,10 @@ directly and locate reported nodes with one plain code generation pass per parse
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import re
-from typing import Callable, Iterable
+from typing import Callable, Container, Iterable, Iterator
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -35,6 +36,15 @@ def _is_node(value: object) -> bool:
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    if _remembered is None:
+        return _children(node)
+    found = _remembered.get(id(node))
+    if found is None:
+        found = _remembered[id(node)] = (node, _children(node))  # the node kept alive: its id stays its own
+    return found[1]
+
+
+def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
     fields = _FIELDS.get(type(node))
     if fields is None:
         fields = _FIELDS[type(node)] = tuple(
@@ -46,26 +56,44 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
         value = getattr(node, name)
         kind = type(value)
         if kind is list or kind is tuple:
-            found.extend(v for v in value if _is_node(v))
+            found += value  # libcst's sequence fields hold nodes only
         elif _is_node(value):
             found.append(value)
     return found
 
 
+_remembered: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] | None = None  # see `remembered_children`
+
+
+@contextlib.contextmanager
+def remembered_children() -> Iterator[None]:
+    """Within the block each node's children are worked out once: the analysis walks every function four times
+    (the rules, tensor evidence, its assignments, the counters it steps), and listing a node's children was the
+    larger part of each walk."""
+    global _remembered
+    outer, _remembered = _remembered, {}
+    try:
+        yield
+    finally:
+        _remembered = outer
+
+
 def walk(root: cst.CSTNode, enter: Callable[[cst.CSTNode], bool | None],
-         leave: Callable[[cst.CSTNode], None] | None = None) -> None:
-    """Depth-first, children in field order; `enter` returning False skips a subtree."""
-    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+         leave: Callable[[cst.CSTNode], None] | None = None, leave_types: Container[type] | None = None) -> None:
+    """Depth-first, children in field order; `enter` returning False skips a subtree. `leave` is called for the
+    nodes of `leave_types` (None: every node) once their subtree is walked."""
+    stack: list[cst.CSTNode | tuple[cst.CSTNode]] = [root]  # a node to enter, or (node,) to leave
+    pop = stack.pop
     while stack:
-        node, leaving = stack.pop()
-        if leaving:
-            leave(node)
+        node = pop()
+        if type(node) is tuple:
+            leave(node[0])
             continue
         if enter(node) is False:
             continue
-        if leave is not None:
-            stack.append((node, True))
-        stack.extend((child, False) for child in reversed(children(node)))
+        if leave is not None and (leave_types is None or type(node) in leave_types):
+            stack.append((node,))
+        stack += reversed(children(node))
 
 
 def nodes(root: cst.CSTNode, skip_scopes: bool = True) -> Iterable[cst.CSTNode]:
@@ -90,13 +118,16 @@ class Span:
     end_column: int
 
 
+_NOTHING = contextlib.nullcontext()
+
+
 class _Locator(CodegenState):
     """Code generation that only notes where each node starts and ends."""
 
     def __init__(self, module: cst.Module):
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.offset = 0
-        self.ranges: dict[cst.CSTNode, list[int]] = {}
+        self.ranges: dict[int, list[int]] = {}  # id(node) -> [start, end]
 
     def add_indent_tokens(self) -> None:
         for token in self.indent_tokens:
@@ -111,10 +142,16 @@ class _Locator(CodegenState):
             self.offset -= len(self.tokens.pop())
 
     def before_codegen(self, node: cst.CSTNode) -> None:
-        self.ranges[node] = [self.offset, self.offset]
+        self.ranges[id(node)] = [self.offset, self.offset]  # by id: a node's own hash is a Python call
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        self.ranges[node][1] = self.offset
+        self.ranges[id(node)][1] = self.offset
+
+    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
+                                  end_node: cst.CSTNode | None = None) -> contextlib.nullcontext:
+        """Nothing to record (only a position provider does): one shared empty block, not a generator-based context
+        manager made per node (the most costly part of locating a function's nodes)."""
+        return _NOTHING
 
 
 class Locations:
@@ -125,6 +162,7 @@ class Locations:
         state = _Locator(module)
         module._codegen(state)
         self.text = "".join(state.tokens)
+        self.module = module  # its nodes' ids key `ranges`: alive, no other object can take one
         self.ranges = state.ranges
         self.newlines = [match.start() for match in re.finditer("\n", self.text)]
 
@@ -137,7 +175,7 @@ class Locations:
         """1-based lines, 0-based columns of each wanted node, surrounding whitespace trimmed."""
         text, spans = self.text, {}
         for node in wanted:
-            start, end = self.ranges[node]
+            start, end = self.ranges[id(node)]
             while start < end and text[start].isspace():
                 start += 1
             while end > start and text[end - 1].isspace():

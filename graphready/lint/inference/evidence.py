@@ -91,5 +91,5 @@ def tensor_call_results(func: cst.FunctionDef, qualname: Callable[[cst.CSTNode],
         if captures and node is captures[-1]:
             captures.pop()
 
-    walk(func, enter, leave)
+    walk(func, enter, leave, leave_types={cst.With})
     return {name for name, captured in results.items() if name in used or (captured and name in reduced)}

@@ -128,16 +128,17 @@ class TensorEnv:
         self.host: dict[str, str] = {}
         self.device_names: dict[str, str] = {}  # local names bound to a device expression
         self.classes: dict[str, str] = {}  # local names annotated with a project class (`meta: AttnMetadata`)
-        self._kinds: dict[cst.CSTNode, str | None] = {}  # memo, valid once learning is done
-        self._qualnames: dict[cst.CSTNode, str | None] = {}
+        # memos by id(node) (a node's own hash is a Python call), each holding its node: alive, its id stays its own
+        self._kinds: dict[int, tuple[cst.CSTNode, str | None]] = {}  # valid once learning is done
+        self._qualnames: dict[int, tuple[cst.CSTNode, str | None]] = {}
         self._learned = False
 
     def qualname(self, node: cst.CSTNode) -> str | None:
-        if node in self._qualnames:
-            return self._qualnames[node]
-        name = dotted(node)
-        resolved = self._qualnames[node] = self.facts.names.resolve_dotted(name) if name else None
-        return resolved
+        found = self._qualnames.get(id(node))
+        if found is None:
+            name = dotted(node)
+            found = self._qualnames[id(node)] = node, self.facts.names.resolve_dotted(name) if name else None
+        return found[1]
 
     # -- learning -----------------------------------------------------------------------
     def learn_function(self, func: cst.FunctionDef, scan: FunctionScan | None = None,
@@ -256,9 +257,10 @@ class TensorEnv:
     def kind(self, node: cst.CSTNode) -> str | None:
         if not self._learned:
             return self._kind(node)
-        if node not in self._kinds:
-            self._kinds[node] = self._kind(node)
-        return self._kinds[node]
+        found = self._kinds.get(id(node))
+        if found is None:
+            found = self._kinds[id(node)] = node, self._kind(node)
+        return found[1]
 
     def _kind(self, node: cst.CSTNode) -> str | None:
         if isinstance(node, cst.Name):

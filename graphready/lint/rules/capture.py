@@ -88,7 +88,7 @@ def _scan(ctx: RuleContext, root: cst.FunctionDef):
         if isinstance(node, cst.With) and inside and node.body is inside[-1]:
             inside.pop()
 
-    walk(root, enter, leave)
+    walk(root, enter, leave, leave_types={cst.With})
     kept = [container for container in held if container in escaped]
     while kept:  # what a kept container holds is kept, and so is what it holds in turn
         added = held.pop(kept.pop(), set()) - escaped

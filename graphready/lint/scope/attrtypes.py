@@ -225,6 +225,8 @@ class AttributeTyper:
 
     def _class_param_called(self, value: ast.AST) -> str | None:
         """The class parameter `value` instantiates (`layer_type(...)` with `layer_type=Layer` in the signature)."""
+        if not self.class_params:  # most methods have none: no walk of the value
+            return None
         return next((c.func.id for c in ast.walk(value) if isinstance(c, ast.Call)
                      and isinstance(c.func, ast.Name) and c.func.id in self.class_params), None)
 

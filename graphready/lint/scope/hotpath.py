@@ -101,6 +101,17 @@ class Project:
             self._entries, self._never_built = entries, {}
         return self._class_never_built(info.class_qualname)
 
+    def want_builders(self, keys: list[str]) -> None:
+        """`never_built` will be asked about these functions' classes: start on the first function using each class's
+        name, which it reads first (and, for a class built where the code runs, only), rather than waiting on each
+        in turn."""
+        for key in keys:
+            info = self.functions.get(key)
+            if info is not None and info.class_qualname is not None:
+                uses = self.class_uses.get(info.class_qualname.rsplit(".", 1)[-1])
+                if uses and uses[0][0] in self.functions:
+                    self.want(uses[0][0])
+
     def _class_never_built(self, class_qualname: str) -> bool:
         name = class_qualname.rsplit(".", 1)[-1]  # uses are recorded by the name as written: `Foo`, `mod.Foo`
         if name not in self._never_built:
@@ -504,6 +515,7 @@ def find_hot(project: Project, patterns: list[str], exclude: list[str] | None = 
     first = _first_match(tuple(patterns))
     matched = {key: patterns[int(found.lastgroup[1:])] for key in project.functions
                if first is not None and (found := first.fullmatch(key)) is not None}
+    project.want_builders(sorted(matched))
     entries = frozenset(info.class_qualname.rsplit(".", 1)[-1] for key in matched
                         if (info := project.functions[key]).class_qualname)
     for key, info in sorted(project.functions.items()):

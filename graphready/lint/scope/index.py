@@ -493,9 +493,9 @@ class ModuleIndexer:
                     calls.add(id(node.func))
                 elif isinstance(node.func, ast.Name) and node.func.id in INERT_CALLS:
                     inert.update(id(n) for arg in node.args[1:] for n in ast.walk(arg))
-            elif (kind is ast.Name or kind is ast.Attribute) and id(node) not in calls and id(node) not in inert:
-                name = _class_name(node)
-                if name:
+            elif kind is ast.Name or kind is ast.Attribute:  # `_class_name` inlined: most nodes are these
+                name = node.id if kind is ast.Name else node.attr
+                if name[:1].isupper() and id(node) not in calls and id(node) not in inert:
                     other.setdefault(name, []).append(("", node.lineno))
             elif kind is ast.Constant:
                 _record_named_class(other, node)
@@ -691,7 +691,7 @@ class ModuleIndexer:
             deep=False,
         )
         text = "\n".join(self.lines[info.lineno - 1:info.end_lineno])
-        info.mentions_graph = bool(GRAPH_TEXT.search(text))
+        info.mentions_graph = ("graph" in text or ".replay" in text) and bool(GRAPH_TEXT.search(text))  # substring first: fast
         self.index.functions[qualname] = info
         context = self.contexts[qualname] = _Context(node, parent, self.none_methods, self.one_time_flags)
         if self._deep_now(info, text):
@@ -706,9 +706,10 @@ class ModuleIndexer:
             AttributeTyper(self.names, class_info, node, body_nodes, self.tables).learn()
             class_info.graph_inputs |= _attrs_read_in(body_nodes, info.capture_bodies)
         for stmt in body_nodes:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            kind = type(stmt)  # exact types (a parsed tree has no subclasses): cheaper than `isinstance` per node
+            if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 self._function(stmt, f"{qualname}.", None, context)
-            elif isinstance(stmt, ast.ClassDef):
+            elif kind is ast.ClassDef:
                 self._class(stmt, f"{qualname}.")
 
 def _global_names(body_nodes: list[ast.AST]) -> set[str]:

@@ -1,0 +1,104 @@
+"""The short cuts a cold run takes give what the plain paths give: libcst's parse without its per-node checks,
+children listed once per file's analysis, libcst loaded while the index workers start, and the hot walk starting
+on the first user of each entry class at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from graphready.lint.analysis import cstwalk
+from graphready.lint.analysis.analyzer import _parse_unchecked
+from graphready.lint.lazyindex import IndexPool
+from graphready.lint.scope.guards import Guards
+from graphready.lint.scope.hotpath import Project
+from graphready.lint.scope.index import module_indexer
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = sorted((REPO / "graphready" / "lint" / "analysis").glob("*.py")) + sorted(
+    (REPO / "tests" / "fixtures" / "dsv4_like").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
+def test_an_unchecked_parse_builds_the_checked_tree(path):
+    text = path.read_text()
+    check = cst.CSTNode.__post_init__
+    try:
+        checked = cst.parse_module(text)
+    except cst.ParserSyntaxError:  # a fixture of broken code: broken for both
+        with pytest.raises(cst.ParserSyntaxError):
+            _parse_unchecked(text)
+    else:
+        assert _parse_unchecked(text).deep_equals(checked)
+    assert cst.CSTNode.__post_init__ is check  # put back: nodes built later are checked as usual
+
+
+def test_an_unchecked_parse_still_finds_syntax_errors_and_puts_the_check_back():
+    check = cst.CSTNode.__post_init__
+    with pytest.raises(cst.ParserSyntaxError):
+        _parse_unchecked("def f(:\n    pass\n")
+    assert cst.CSTNode.__post_init__ is check
+    with pytest.raises(cst.CSTValidationError):  # a node built by hand is checked
+        cst.Name("not a name")
+
+
+@pytest.mark.parametrize("path", CORPUS[:4], ids=lambda p: p.name)
+def test_remembered_children_are_the_children(path):
+    tree = cst.parse_module(path.read_text())
+    plain = [(node, cstwalk.children(node)) for node in cstwalk.nodes(tree, skip_scopes=False)]
+    with cstwalk.remembered_children():
+        for _ in range(2):  # worked out, then remembered
+            assert [(node, cstwalk.children(node)) for node in cstwalk.nodes(tree, skip_scopes=False)] == plain
+    assert cstwalk._remembered is None  # nothing outlives the block
+
+
+def test_the_index_workers_let_this_process_work_meanwhile_once():
+    source = "def f(x):\n    return g(x)\n\n\ndef g(x):\n    return x\n"
+    jobs = [(f"mod{n}", f"mod{n}.py", source, Guards(), False) for n in range(10)]
+    calls = []
+    with_work, without = IndexPool(2), IndexPool(2)
+    try:
+        found = with_work.index(jobs, None, digests=True, meanwhile=lambda: calls.append(1))
+        plain = without.index(jobs, None, digests=True)
+    finally:
+        with_work.close()
+        without.close()
+    assert calls == [1]
+    assert [digest for _, digest in found] == [digest for _, digest in plain]
+
+
+MODEL = '''class Layer:
+    def forward(self, x):
+        return x
+
+
+class Model:
+    def __init__(self):
+        self.layer = Layer()
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+class Unbuilt:
+    def forward(self, x):
+        return x
+'''
+
+
+class _Wants:
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def want(self, path, info):
+        self.asked.append(info.key)
+
+
+def test_the_walk_starts_on_the_first_user_of_each_entry_class():
+    index = module_indexer("model", "model.py", MODEL, Guards(), lazy=True).index
+    wants = _Wants()
+    project = Project({"model": index}, wants)
+    project.want_builders(["model:Layer.forward", "model:Model.forward", "model:Unbuilt.forward"])
+    assert wants.asked == ["model:Model.__init__"]  # Model and Unbuilt: no function names them
