@@ -439,8 +439,8 @@ def _report_escaped(run: UnitRun, eager_kernels: int, graph_kernels: int, captur
                     step: Callable[[], Any]) -> None:
     """GD202 at each line that launched an escaped kernel, found by one more (profiled) capture of the step;
     at the step when the profiler cannot say. A non-empty graph whose profiled capture ran no kernel at all
-    escaped nothing: the eager count was off (a profiler that lost or added events), and a count alone is
-    no verdict."""
+    escaped nothing: the step launches some kernels only outside capture (an eager-only check), or the profiler
+    miscounted, and a count alone is no verdict."""
     why = "the profiled capture named no user call site"
     try:
         launches = kernel_check.escaped_launches(step, capture_stream, run.options.root)
