@@ -36,6 +36,7 @@ from dsv4.placement import load_placed_weights
 PEAK_BANDWIDTH = {"H100": 3.35e12, "H200": 4.8e12, "B200": 8.0e12, "A100": 2.0e12}  # bytes/s, SXM parts
 PROMPT = (0, 5, 7)
 WARMUP = 8
+COPIES = ("Memcpy", "Memset")  # profiler events on the GPU that are not kernels
 RUNS = {"eager": ("eager", None, False), "nograph": ("graph-ready, no graphs", "full", False)}
 RUNS.update({m: (f"{m} graphs", m, True) for m in MODES})
 
@@ -136,7 +137,7 @@ def graph_kernel_lines(decoder: GraphDecoder, rows: int) -> list[str]:
                 plan.segments[0].graph.replay()
             plan.stream.synchronize()
         kernels = [e for e in prof.events()
-                   if e.device_type.name == "CUDA" and not e.name.startswith(("Memcpy", "Memset"))]
+                   if e.device_type.name == "CUDA" and not e.name.startswith(COPIES)]
         if not kernels:
             lines.append(f"  {plan.device}: the profiler recorded no kernel of the graph")
             continue
@@ -200,7 +201,7 @@ def count_kernels(model: DSV4Model, table_rows: int = 0) -> dict[int, int]:
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=table_rows), flush=True)
     counts: dict[int, int] = {}
     for e in prof.events():
-        if e.device_type.name == "CUDA" and not e.name.startswith(("Memcpy", "Memset")):
+        if e.device_type.name == "CUDA" and not e.name.startswith(COPIES):
             counts[e.device_index] = counts.get(e.device_index, 0) + 1
     return counts
 

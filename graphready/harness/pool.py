@@ -148,13 +148,14 @@ def _lost(unit: UnitInfo, message: str, gpu: int | None, phase: str, worker: int
     callable too (a crash in the unit's code or kernels is the unit's failure; a hang need not be), except in a
     phase of graphready's own code, where the death is graphready's (GD001: the run exits 3)."""
     result = _unchecked(unit, gpu, message, worker)
-    if phase in OWN_PHASES and verdict:
+    if not verdict:
+        return result
+    if phase in OWN_PHASES:
         result.add_internal_failure(InternalFailure([phase], message, "", ""), unit.path, unit.line)
         return result
-    if phase.startswith("capture") and verdict:
+    if phase.startswith("capture"):
         result.capture = "failed"
-    if verdict:
-        result.findings.append(make_finding("GD201", message, unit=unit.name, path=unit.path, line=unit.line))
+    result.findings.append(make_finding("GD201", message, unit=unit.name, path=unit.path, line=unit.line))
     return result
 
 
