@@ -11,7 +11,8 @@ and with the official scaled FP8 GEMM to bf16 precision, not bit for bit. The ca
 
 Grouped form (wo_a): W holds G groups of rows and x G slices of its columns, group g's rows reading slice g.
 A program covers BLOCK_N output rows for every row of x (up to MAX_ROWS: decode batches), so each weight byte
-is read once; BLOCK_N shrinks for narrow matrices until there are enough programs to keep every SM reading.
+is read once. The weights never depend on the kernel before, so a program reads its first step's weights before
+it waits for that kernel (programmatic dependent launch): the read overlaps the other kernel's tail.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from dsv4.formats import FP8_BLOCK, FP8BlockWeight, e8m0_to_float32
 from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 MAX_ROWS = 4  # rows of x one launch serves; more use the caller's other path
-# Tiles from `benchmarks/dsv4_fp8_matvec.py --sweep` on an H200 (Pro and Flash shapes): output rows per program, the
-# widest that still gives MIN_PROGRAMS (about four per SM); columns per loop step, the widest that divides the
-# in-features with at most TILE weights per step (more spills the accumulator's registers).
-MIN_PROGRAMS = 512
-BLOCK_SIZES = (32, 16, 8)
-BLOCK_K_SIZES = (1024, 512, 256, 128)
+# Tiles from `benchmarks/dsv4_fp8_matvec.py --sweep` on an H200 (Flash shapes): a step reads TILE weights, the
+# widest run of columns that divides the in-features (1024 at most: wider spills the accumulator's registers) times
+# the most output rows that leaves (8 at 1024 columns: taller tiles left SMs idle at the tail); 2048 columns on 8
+# warps where there are fewer than MIN_PROGRAMS programs (about four per SM), so each keeps more bytes in flight.
 TILE = 8192
+BLOCK_N_SIZES = (32, 16, 8)  # each divides the 128-row scale blocks
+BLOCK_K_SIZES = (1024, 512, 256, 128)
+MIN_PROGRAMS = 512
+WIDE_K, WIDE_WARPS = 2048, 8
 NUM_WARPS, NUM_STAGES = 4, 4
 
 if triton is not None:
@@ -37,16 +40,21 @@ if triton is not None:
     def _fp8_matvec(x, w, scale, out, rows, n_out, group_rows, sx_r, so_r, sw_n, ss_n,
                     K: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     KB: tl.constexpr, PDL: tl.constexpr):
-        wait_for_previous_kernel(PDL)
         first = tl.program_id(0) * BLOCK_N
         n = first + tl.arange(0, BLOCK_N)
         n_ok = n < n_out
+        # the weights do not depend on the kernel before: the first step's are read while it finishes
+        cols = tl.arange(0, BLOCK_K)
+        w_first = tl.load(w + n[:, None] * sw_n + cols[None, :], mask=n_ok[:, None], other=0.0)
+        wait_for_previous_kernel(PDL)
         r = tl.arange(0, ROWS)
         r_ok = r < rows
         xs = x + (first // group_rows) * K + r[:, None] * sx_r  # this group's slice of each row of x
         scales = scale + (first // KB) * ss_n  # BLOCK_N divides KB: the program's rows share one row of scales
-        acc = tl.zeros([ROWS, BLOCK_N, BLOCK_K], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
+        s = tl.load(scales + cols // KB)
+        xv = tl.load(xs + cols[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32) * s[None, :]
+        acc = xv[:, None, :] * w_first.to(tl.float32)[None, :, :]
+        for k0 in range(BLOCK_K, K, BLOCK_K):
             cols = k0 + tl.arange(0, BLOCK_K)
             s = tl.load(scales + cols // KB)
             xv = tl.load(xs + cols[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32) * s[None, :]
@@ -83,14 +91,15 @@ def fp8_matvec(x: torch.Tensor, matrix: FP8BlockWeight, groups: int = 1) -> torc
     if (not runs_triton(x) or x.dim() != 2 or rows > MAX_ROWS or x.shape[1] != groups * k or x.stride(1) != 1
             or n_out % groups or matrix.weight.stride(1) != 1 or x.dtype != torch.bfloat16):
         return None
-    group_rows = n_out // groups
-    block_n = next((b for b in BLOCK_SIZES if group_rows % b == 0 and triton.cdiv(n_out, b) >= MIN_PROGRAMS),
-                   next((b for b in reversed(BLOCK_SIZES) if group_rows % b == 0), None))
+    block_k = next(b for b in BLOCK_K_SIZES if k % b == 0)  # in-features are whole 128-column scale blocks
+    block_n = next((b for b in BLOCK_N_SIZES if b * block_k <= TILE and (n_out // groups) % b == 0), None)
     if block_n is None:
         return None
+    warps = NUM_WARPS
+    if n_out // block_n < MIN_PROGRAMS and k % WIDE_K == 0:
+        block_k, warps = WIDE_K, WIDE_WARPS
     out = torch.empty(rows, n_out, dtype=torch.bfloat16, device=x.device)  # graphready: ignore[GR301] graph pool
-    block_k = next(b for b in BLOCK_K_SIZES if k % b == 0 and block_n * b <= TILE or b == FP8_BLOCK)
-    launch(x, matrix, out, groups, block_n, block_k, NUM_WARPS, NUM_STAGES)
+    launch(x, matrix, out, groups, block_n, block_k, warps, NUM_STAGES)
     return out
 
 
