@@ -74,8 +74,8 @@ def main() -> None:
             if not args.sweep:
                 continue
             results = []
-            for bn, bk, warps, stages in itertools.product((8, 16, 32), (256, 512, 1024), (4, 8), (3, 4)):
-                if k % bk or (n_out // groups) % bn or bn * bk * args.rows > 64 * 1024:
+            for bn, bk, warps, stages in itertools.product((8, 16, 32), (256, 512, 1024, 2048), (4, 8), (3, 4)):
+                if k % bk or (n_out // groups) % bn or bn * bk > 16 * 1024:
                     continue
                 try:
                     t = timed(lambda i: fm.launch(x, weights[i % copies], out, groups, bn, bk, warps, stages), 100)

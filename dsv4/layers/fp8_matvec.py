@@ -2,7 +2,7 @@
 
 At decode batch sizes the dense (attention) linears are matrix-vector products bound by the bytes they read. A
 bf16 copy of an FP8 weight reads twice the bytes of the weight itself. This kernel reads the FP8 weight and its
-block scales: each program keeps one fp32 partial sum per (row of x, output row, column of a loop step), adds
+block scales: each program keeps one fp32 partial sum per (output row, column of a loop step), adds
 (x * its block's scale) * w for every step, and reduces once at the end, so the loop has no reduction
 (a first version that summed each block and quantised x inside the loop ran at a third of the bandwidth: two
 block-wide reductions per 2 KB of weights). A bf16 copy rounded each weight times an fp32 block scale to bf16
@@ -10,9 +10,12 @@ first; here the weights keep their exact values and only x * scale rounds (fp32)
 and with the official scaled FP8 GEMM to bf16 precision, not bit for bit. The caller quantises x (`act_quant`).
 
 Grouped form (wo_a): W holds G groups of rows and x G slices of its columns, group g's rows reading slice g.
-A program covers BLOCK_N output rows for every row of x (up to MAX_ROWS: decode batches), so each weight byte
-is read once. The weights never depend on the kernel before, so a program reads its first step's weights before
-it waits for that kernel (programmatic dependent launch): the read overlaps the other kernel's tail.
+A program covers BLOCK_N output rows of one row of x (up to MAX_ROWS: decode batches) in 2-D tiles, which keep
+the weight loads 16-byte vectors (a 3-D [rows, out, in] form loaded single bytes and spent 1.7x the instructions
+per weight). The programs of one tile for different rows run side by side, so the rows after the first read its
+weights from L2, and each row's result is the same whatever the batch. The weights never depend on the kernel
+before, so a program reads its first step's weights before it waits for that kernel (programmatic dependent
+launch): the read overlaps the other kernel's tail.
 """
 
 from __future__ import annotations
@@ -37,41 +40,26 @@ NUM_WARPS, NUM_STAGES = 4, 4
 if triton is not None:
 
     @triton.jit
-    def _products(xv, wv, ROWS: tl.constexpr):
-        """xv [ROWS, K] times wv [N, K], one product per weight: [N, K] at one row (2-D tiles keep the weight loads
-        16-byte vectors; the 3-D form loaded bytes and spent 1.7x the instructions per weight), else [ROWS, N, K]."""
-        if ROWS == 1:
-            return xv * wv
-        else:
-            return xv[:, None, :] * wv[None, :, :]
-
-    @triton.jit
-    def _fp8_matvec(x, w, scale, out, rows, n_out, group_rows, sx_r, so_r, sw_n, ss_n,
-                    K: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                    KB: tl.constexpr, PDL: tl.constexpr):
-        first = tl.program_id(0) * BLOCK_N
+    def _fp8_matvec(x, w, scale, out, n_out, group_rows, sx_r, so_r, sw_n, ss_n,
+                    K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, KB: tl.constexpr,
+                    PDL: tl.constexpr):
+        row = tl.program_id(0)  # the row of x: programs of one tile and different rows run side by side (L2)
+        first = tl.program_id(1) * BLOCK_N
         n = first + tl.arange(0, BLOCK_N)
         n_ok = n < n_out
         # the weights do not depend on the kernel before: the first step's are read while it finishes
         cols = tl.arange(0, BLOCK_K)
         wv = tl.load(w + n[:, None] * sw_n + cols[None, :], mask=n_ok[:, None], other=0.0).to(tl.float32)
         wait_for_previous_kernel(PDL)
-        r = tl.arange(0, ROWS)
-        r_ok = r < rows
-        xs = x + (first // group_rows) * K + r[:, None] * sx_r  # this group's slice of each row of x
+        xs = x + row * sx_r + (first // group_rows) * K  # this group's slice of the row
         scales = scale + (first // KB) * ss_n  # BLOCK_N divides KB: the program's rows share one row of scales
-        xv = tl.load(xs + cols[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32) * tl.load(scales + cols // KB)
-        acc = _products(xv, wv, ROWS)
+        acc = (tl.load(xs + cols).to(tl.float32) * tl.load(scales + cols // KB))[None, :] * wv
         for k0 in range(BLOCK_K, K, BLOCK_K):
             cols = k0 + tl.arange(0, BLOCK_K)
-            xv = tl.load(xs + cols[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32) * tl.load(scales + cols // KB)
+            xv = tl.load(xs + cols).to(tl.float32) * tl.load(scales + cols // KB)
             wv = tl.load(w + n[:, None] * sw_n + cols[None, :], mask=n_ok[:, None], other=0.0).to(tl.float32)
-            acc += _products(xv, wv, ROWS)
-        if ROWS == 1:
-            y = tl.sum(acc, axis=1)[None, :]
-        else:
-            y = tl.sum(acc, axis=2)
-        tl.store(out + r[:, None] * so_r + n[None, :], y.to(tl.bfloat16), mask=r_ok[:, None] & n_ok[None, :])
+            acc += xv[None, :] * wv
+        tl.store(out + row * so_r + n, tl.sum(acc, axis=1).to(tl.bfloat16), mask=n_ok)
 
 
 def kernel_weight(w, device) -> FP8BlockWeight | None:
@@ -117,7 +105,7 @@ def launch(x, matrix: FP8BlockWeight, out, groups: int, block_n: int, block_k: i
            num_stages: int) -> None:
     """One kernel launch with explicit tile sizes (`benchmarks/dsv4_fp8_matvec.py` sweeps them)."""
     n_out, k = matrix.shape
-    _fp8_matvec[(triton.cdiv(n_out, block_n),)](
-        x, matrix.weight, matrix.scale, out, x.shape[0], n_out, n_out // groups, x.stride(0), out.stride(0),
-        matrix.weight.stride(0), matrix.scale.stride(0), K=k, ROWS=triton.next_power_of_2(x.shape[0]),
-        BLOCK_N=block_n, BLOCK_K=block_k, KB=FP8_BLOCK, num_warps=num_warps, num_stages=num_stages, **pdl_options())
+    _fp8_matvec[(x.shape[0], triton.cdiv(n_out, block_n))](
+        x, matrix.weight, matrix.scale, out, n_out, n_out // groups, x.stride(0), out.stride(0),
+        matrix.weight.stride(0), matrix.scale.stride(0), K=k, BLOCK_N=block_n, BLOCK_K=block_k, KB=FP8_BLOCK,
+        num_warps=num_warps, num_stages=num_stages, **pdl_options())
