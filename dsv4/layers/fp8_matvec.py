@@ -26,7 +26,7 @@ from dsv4.formats import FP8_BLOCK, FP8BlockWeight, e8m0_to_float32
 from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 MAX_ROWS = 4  # rows of x one launch serves; more use the caller's other path
-# Tiles from `benchmarks/dsv4_fp8_matvec.py --sweep` on an H200 (Flash shapes): a step reads TILE weights, the
+# Tiles from `benchmarks/dsv4_matvec.py --sweep` on an H200 (Flash shapes): a step reads TILE weights, the
 # widest run of columns that divides the in-features (1024 at most: wider spills the accumulator's registers) times
 # the most output rows that leaves (8 at 1024 columns: taller tiles left SMs idle at the tail); 2048 columns on 8
 # warps where there are fewer than MIN_PROGRAMS programs (about four per SM), so each keeps more bytes in flight.
@@ -103,7 +103,7 @@ def fp8_matvec(x: torch.Tensor, matrix: FP8BlockWeight, groups: int = 1) -> torc
 
 def launch(x, matrix: FP8BlockWeight, out, groups: int, block_n: int, block_k: int, num_warps: int,
            num_stages: int) -> None:
-    """One kernel launch with explicit tile sizes (`benchmarks/dsv4_fp8_matvec.py` sweeps them)."""
+    """One kernel launch with explicit tile sizes (`benchmarks/dsv4_matvec.py` sweeps them)."""
     n_out, k = matrix.shape
     _fp8_matvec[(x.shape[0], triton.cdiv(n_out, block_n))](
         x, matrix.weight, matrix.scale, out, n_out, n_out // groups, x.stride(0), out.stride(0),
