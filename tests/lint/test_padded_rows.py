@@ -100,7 +100,7 @@ def _found(lint_project, template: str, **fill: str) -> list[tuple[int, str, str
 def _rows(source: str) -> list[tuple[int, str, str]]:
     """GR605 rows the index records for the one function in `source`."""
     function = next(n for n in ast.walk(ast.parse(textwrap.dedent(source))) if isinstance(n, ast.FunctionDef))
-    return stale_padded_rows(list(walk_body(function.body)))
+    return stale_padded_rows(walk_body(function.body))
 
 
 def test_padded_positions_handed_on_but_not_reset_are_flagged_at_their_refresh(lint_project):

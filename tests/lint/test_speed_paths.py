@@ -1,9 +1,10 @@
 """The short cuts a cold run takes give what the plain paths give: libcst's parse without its per-node checks,
-children listed once per file's analysis, libcst loaded while the index workers start, and the hot walk starting
-on the first user of each entry class at once."""
+children listed once per file's analysis, libcst loaded while the index workers start, the hot walk starting
+on the first user of each entry class at once, and a function's nodes of one type taken from its walk's buckets."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import libcst as cst
@@ -12,6 +13,7 @@ import pytest
 from graphready.lint.analysis import cstwalk
 from graphready.lint.analysis.analyzer import _parse_unchecked
 from graphready.lint.lazyindex import IndexPool
+from graphready.lint.scope.astwalk import walk_body
 from graphready.lint.scope.guards import Guards
 from graphready.lint.scope.hotpath import Project
 from graphready.lint.scope.index import module_indexer
@@ -52,6 +54,20 @@ def test_remembered_children_are_the_children(path):
         for _ in range(2):  # worked out, then remembered
             assert [(node, cstwalk.children(node)) for node in cstwalk.nodes(tree, skip_scopes=False)] == plain
     assert cstwalk._remembered is None  # nothing outlives the block
+
+
+@pytest.mark.parametrize("path", [p for p in CORPUS if "def " in p.read_text()][:6], ids=lambda p: p.name)
+def test_body_nodes_of_a_type_are_the_filtered_walk(path):
+    kinds = [(ast.Return,), (ast.Call,), (ast.Assign,), (ast.Global, ast.Nonlocal), (ast.With, ast.AsyncWith),
+             (ast.Assign, ast.AnnAssign), (ast.Assign, ast.Call), (ast.Lambda,), (ast.Yield,)]
+    functions = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)]
+    assert functions
+    for function in functions:
+        nodes = walk_body(function.body)
+        for wanted in kinds:
+            plain = [node for node in nodes if isinstance(node, wanted)]
+            assert nodes.of(*wanted) == plain
+            assert nodes.of(*wanted) == plain  # from the buckets made by the first call
 
 
 def test_the_index_workers_let_this_process_work_meanwhile_once():

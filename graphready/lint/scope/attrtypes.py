@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from typing import Protocol
 
-from graphready.lint.scope.astwalk import walk_body
+from graphready.lint.scope.astwalk import BodyNodes, walk_body
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.inference.torchnames import FACTORIES
 
@@ -105,7 +105,7 @@ class AttributeTyper:
     """Learns the attribute types one method of a class sets."""
 
     def __init__(self, names: ImportMap, info: AttributeTable, func: ast.FunctionDef | ast.AsyncFunctionDef,
-                 body_nodes: list[ast.AST], tables: dict[str, list[str]]):
+                 body_nodes: BodyNodes, tables: dict[str, list[str]]):
         self.names, self.info, self.body_nodes, self.tables = names, info, body_nodes, tables
         args = func.args
         self.params = {a.arg: names.resolve(a.annotation) for a in [*args.args, *args.kwonlyargs]
@@ -117,11 +117,11 @@ class AttributeTyper:
             a.arg: names.resolve(d) for a, d in defaults
             if isinstance(d, (ast.Name, ast.Attribute)) and looks_like_class(names.resolve(d) or "")
         }
-        self.builders = {n.name: n for n in body_nodes if isinstance(n, ast.FunctionDef)}
+        self.builders = {n.name: n for n in body_nodes.of(ast.FunctionDef)}
         self.local_classes: dict[str, list[str]] = {}  # `attn_cls = MLAAttention` (one per branch)
         self.local_values: dict[str, ast.AST] = {}
-        for node in body_nodes:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        for node in body_nodes.of(ast.Assign):
+            if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 name, value = node.targets[0].id, node.value
                 self.local_values.setdefault(name, value)
                 for option in (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,):
@@ -131,7 +131,7 @@ class AttributeTyper:
 
     def learn(self) -> None:
         info = self.info
-        built = {t.id: n.value for n in self.body_nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+        built = {t.id: n.value for n in self.body_nodes.of(ast.Assign) if isinstance(n.value, ast.Call)
                  for t in n.targets if isinstance(t, ast.Name)}
         for node in self.body_nodes:
             if isinstance(node, ast.Call):
@@ -294,13 +294,13 @@ def returned_values(body: list[ast.stmt]) -> list[ast.AST]:
 
 
 def returned_class(names: ImportMap, node: ast.FunctionDef | ast.AsyncFunctionDef,
-                   body_nodes: list[ast.AST]) -> str | None:
+                   body_nodes: BodyNodes) -> str | None:
     """`-> Layer` or `return Layer(...)`: the class a builder method makes."""
     if node.returns is not None:
         annotated = names.resolve(node.returns)
         if annotated and looks_like_class(annotated):
             return annotated
-    for returned in (n.value for n in body_nodes if isinstance(n, ast.Return) and n.value is not None):
+    for returned in (n.value for n in body_nodes.of(ast.Return) if n.value is not None):
         for child in ast.walk(returned):
             callee = names.resolve(child.func) if isinstance(child, ast.Call) else None
             if callee and callee not in MODULE_CONTAINERS and looks_like_class(callee):
@@ -308,11 +308,11 @@ def returned_class(names: ImportMap, node: ast.FunctionDef | ast.AsyncFunctionDe
     return None
 
 
-def returns_pageable_tensor(names: ImportMap, body_nodes: list[ast.AST]) -> bool:
+def returns_pageable_tensor(names: ImportMap, body_nodes: BodyNodes) -> bool:
     """Every value returned is None or a pageable CPU tensor: a torch factory with `device="cpu"` or no
     device and no `pin_memory`, or `x.cpu()` (vLLM's `make_num_tokens_across_dp` returns
     `torch.full(..., device="cpu")`)."""
-    returned = [n.value for n in body_nodes if isinstance(n, ast.Return)]
+    returned = [n.value for n in body_nodes.of(ast.Return)]
     values = [v for v in returned if not (v is None or (isinstance(v, ast.Constant) and v.value is None))]
     return bool(values) and all(_pageable_tensor(names, v) for v in values)
 

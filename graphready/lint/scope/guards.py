@@ -15,7 +15,7 @@ from typing import Callable
 from dataclasses import dataclass, field, replace
 
 from graphready.lint.scope.assume import Facts
-from graphready.lint.scope.astwalk import walk_body
+from graphready.lint.scope.astwalk import BodyNodes, walk_body
 from graphready.lint.scope.resolve import ImportMap, callee_name
 
 CAPTURING = "torch.cuda.is_current_stream_capturing"
@@ -98,14 +98,14 @@ def _one_pattern(globs) -> re.Pattern | None:
 
 
 def with_predicates(guards: Guards, tree: ast.Module, names: ImportMap,
-                    body_of: Callable[[ast.AST], list[ast.AST]] | None = None) -> Guards:
+                    body_of: Callable[[ast.AST], BodyNodes] | None = None) -> Guards:
     """These guards plus the module's own predicate functions built from them: a function or method
     whose every `return` is eager when true (`return self.enabled and mode.is_extend()`) is an
     eager-only predicate itself, so `if self._can_run_tbo(batch):` is an eager branch. Same-named
     functions must agree."""
     verdicts: dict[str, set[bool | None]] = {}
     for func in _module_functions(tree.body):
-        returned = [n.value for n in (body_of(func) if body_of else walk_body(func.body)) if isinstance(n, ast.Return)]
+        returned = [n.value for n in (body_of(func) if body_of else walk_body(func.body)).of(ast.Return)]
         verdict = None
         if returned and all(v is not None for v in returned):
             for polarity in (True, False):

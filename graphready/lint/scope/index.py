@@ -17,7 +17,7 @@ from graphready.lint.scope.attrtypes import (
     AttributeTyper, class_attributes, class_tables, is_container, is_name, looks_like_class, returned_class,
     returns_pageable_tensor, self_attr,
 )
-from graphready.lint.scope.astwalk import walk_body
+from graphready.lint.scope.astwalk import BodyNodes, walk_body
 from graphready.lint.analysis.deep import python_limits
 from graphready.lint.scope.guards import Guards, with_predicates
 from graphready.lint.scope.regions import (
@@ -386,10 +386,10 @@ class _FunctionScanner:
         return CallSite(line, "name", resolved, capture=capture) if resolved else None
 
 
-def _attrs_read_in(body_nodes: list[ast.AST], ranges: list[tuple[int, int]]) -> set[str]:
+def _attrs_read_in(body_nodes: BodyNodes, ranges: list[tuple[int, int]]) -> set[str]:
     """`self.x` names a capture body reads: the graph's static inputs and state."""
-    return {node.attr for node in body_nodes
-            if ranges and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+    return {node.attr for node in (body_nodes.of(ast.Attribute) if ranges else [])
+            if isinstance(node.value, ast.Name)
             and node.value.id == "self" and isinstance(node.ctx, ast.Load)
             and within(node.lineno, ranges)}
 
@@ -476,13 +476,13 @@ class ModuleIndexer:
         self._other_class_uses(tree)
         return self.index
 
-    def _record_class_uses(self, key: str, body_nodes: list[ast.AST]) -> None:
+    def _record_class_uses(self, key: str, body_nodes: BodyNodes) -> None:
         """In one function: each `Foo(...)` call with its function, any other use of `Foo` as ("", line). Calls
         in a lambda (`make_layers(n, lambda prefix: Layer(...))`) count where the lambda is written."""
         uses = self.index.class_uses
         calls, inert = set(), set()
         other: dict[str, list[tuple[str, int]]] = {}  # recorded after the calls, as they always were
-        lambdas = [node.body for node in body_nodes if isinstance(node, ast.Lambda)]
+        lambdas = [node.body for node in body_nodes.of(ast.Lambda)]
         body_nodes = [*body_nodes, *(n for body in lambdas for n in ast.walk(body))]
         for node in body_nodes:  # one pass: a call comes before its callee and arguments in both walks
             kind = type(node)
@@ -502,11 +502,11 @@ class ModuleIndexer:
         for name, found in other.items():
             uses.setdefault(name, []).extend(found)
 
-    def _record_class_arguments(self, body_nodes: list[ast.AST]) -> None:
+    def _record_class_arguments(self, body_nodes: BodyNodes) -> None:
         """Classes handed to a class's constructor (`JetNemotronModel(cfg, decoder_layer_type=JetDecoderLayer)`):
         the instance builds its layers from the class given, not from the parameter's default."""
-        for node in body_nodes:
-            if not (isinstance(node, ast.Call) and _class_name(node.func)):
+        for node in body_nodes.of(ast.Call):
+            if not _class_name(node.func):
                 continue
             callee = self.names.resolve(node.func)
             positional = next((node.args[:i] for i, arg in enumerate(node.args) if isinstance(arg, ast.Starred)),
@@ -591,7 +591,7 @@ class ModuleIndexer:
 
     def _returns_none_when_captured(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """Every `return` on a captured line gives None (or a tuple of them): `if is_decode(): return None, None`."""
-        returns = [r for r in self._body_nodes(node) if isinstance(r, ast.Return)]
+        returns = self._body_nodes(node).of(ast.Return)
         nones = [r for r in returns if returns_none(r.value)]
         if not nones or len(nones) == len(returns):
             return bool(nones)
@@ -599,7 +599,7 @@ class ModuleIndexer:
         captured = [r for r in returns if not within(r.lineno, regions.excluded)]
         return bool(captured) and all(returns_none(r.value) for r in captured)
 
-    def _body_nodes(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    def _body_nodes(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> BodyNodes:
         """The function's own statements and expressions, walked once (predicates, the class pre-pass and the
         index share it; the tree outlives the indexer, so ids stay unique)."""
         if id(node) not in self.bodies:
@@ -697,9 +697,8 @@ class ModuleIndexer:
         if self._deep_now(info, text):
             self.deepen(qualname)
         else:  # what `_FunctionScanner` would add to the module's facts
-            for stmt in body_nodes:
-                if type(stmt) is ast.Assign or type(stmt) is ast.Call:
-                    self.index.parameter_attrs |= _parameter_attrs(stmt, self.names)
+            for stmt in [*body_nodes.of(ast.Assign), *body_nodes.of(ast.Call)]:  # a set is filled: order aside
+                self.index.parameter_attrs |= _parameter_attrs(stmt, self.names)
         self._record_class_uses(info.key, body_nodes)
         self._record_class_arguments(body_nodes)
         if class_info is not None:
@@ -712,8 +711,8 @@ class ModuleIndexer:
             elif kind is ast.ClassDef:
                 self._class(stmt, f"{qualname}.")
 
-def _global_names(body_nodes: list[ast.AST]) -> set[str]:
-    return {n for g in body_nodes if isinstance(g, (ast.Global, ast.Nonlocal)) for n in g.names}
+def _global_names(body_nodes: BodyNodes) -> set[str]:
+    return {n for g in body_nodes.of(ast.Global, ast.Nonlocal) for n in g.names}
 
 
 def _class_name(node: ast.AST) -> str | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import re
 
+from graphready.lint.scope.astwalk import BodyNodes
 from graphready.lint.scope.resolve import callee_name, dotted_name
 
 # the real (unpadded) size, by its name: `raw_bs`, `real_num_tokens`, `num_tokens_unpadded`
@@ -31,13 +32,13 @@ BUILDERS = {"SimpleNamespace", "dict"}  # calls that only hold what they are giv
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
-def stale_padded_rows(body_nodes: list[ast.AST]) -> list[tuple[int, str, str]]:
+def stale_padded_rows(body_nodes: BodyNodes) -> list[tuple[int, str, str]]:
     """(line, message, severity: "" for the rule's own, or "info") for each persistent buffer the function
     refreshes only on some of its rows, that no write of the function resets, and whose other rows the
     function shows are read; `body_nodes` are the function's own nodes in source order."""
-    pads = [(node, side) for node in body_nodes if isinstance(node, ast.If)
+    pads = [(node, side) for node in body_nodes.of(ast.If)
             for side in [_pad_test(node.test)] if side is not None]
-    if not pads and not any(_source_rows(node) for node in body_nodes if isinstance(node, ast.Subscript)):
+    if not pads and not any(_source_rows(node) for node in body_nodes.of(ast.Subscript)):
         return []
     real, padded = _sizes(body_nodes, {real for _, (real, _) in pads}, {padded for _, (_, padded) in pads})
     aliases = _aliases(body_nodes)

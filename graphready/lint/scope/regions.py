@@ -27,6 +27,7 @@ import ast
 import functools
 from dataclasses import dataclass, field
 
+from graphready.lint.scope.astwalk import BodyNodes
 from graphready.lint.scope.attrtypes import self_attr
 from graphready.lint.scope.guards import Guards, eager_when
 from graphready.lint.scope.resolve import ImportMap
@@ -151,12 +152,11 @@ def _rebinds_on_change(test: ast.AST, body: list[ast.stmt], flags: dict) -> bool
     return False
 
 
-def _flag_writes(body_nodes: list[ast.AST]):
-    """(attribute, set false?) for each `self.x = ...` of a function."""
-    for node in body_nodes:
-        if isinstance(node, ast.Assign):
-            falsy = isinstance(node.value, ast.Constant) and node.value.value in (False, None, 0)
-            yield from ((attr, falsy) for target in node.targets if (attr := self_attr(target)))
+def _flag_writes(assignments: list[ast.Assign]):
+    """(attribute, set false?) for each `self.x = ...` among a function's assignments."""
+    for node in assignments:
+        falsy = isinstance(node.value, ast.Constant) and node.value.value in (False, None, 0)
+        yield from ((attr, falsy) for target in node.targets if (attr := self_attr(target)))
 
 
 @dataclass(frozen=True)
@@ -168,10 +168,11 @@ class OneTimeFlags:
     rearmed: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, methods: dict[str, list[ast.AST]]) -> "OneTimeFlags":
+    def of(cls, methods: dict[str, BodyNodes]) -> "OneTimeFlags":
         rearmed = frozenset(attr for name, nodes in methods.items() if name != "__init__"
-                            for attr, falsy in _flag_writes(nodes) if not falsy)
-        return cls({name: frozenset(attr for attr, falsy in _flag_writes(nodes) if falsy and attr not in rearmed)
+                            for attr, falsy in _flag_writes(nodes.of(ast.Assign)) if not falsy)
+        return cls({name: frozenset(attr for attr, falsy in _flag_writes(nodes.of(ast.Assign))
+                                    if falsy and attr not in rearmed)
                     for name, nodes in methods.items()}, rearmed)
 
     def clears(self, test: ast.AST, body: list[ast.stmt]) -> bool:
@@ -183,7 +184,7 @@ class OneTimeFlags:
         if not flags:  # most tests name no `self` flag: no need to walk the block (an `if` per nesting level)
             return False
         nodes = [node for stmt in body for node in ast.walk(stmt)]
-        cleared = {attr for attr, falsy in _flag_writes(nodes) if falsy}
+        cleared = {attr for attr, falsy in _flag_writes([n for n in nodes if isinstance(n, ast.Assign)]) if falsy}
         for node in nodes:
             if isinstance(node, ast.Call) and (method := self_attr(node.func)):
                 cleared |= self.cleared_by.get(method, frozenset())
@@ -546,14 +547,13 @@ def falsy_when_captured(body_nodes: list[ast.AST], excluded: list[tuple[int, int
     return {name for name, (falsy, eager) in verdict.items() if falsy and eager and name not in global_names}
 
 
-def capture_bodies(body_nodes: list[ast.AST], names: ImportMap) -> list[tuple[int, int]]:
+def capture_bodies(body_nodes: BodyNodes, names: ImportMap) -> list[tuple[int, int]]:
     bodies = []
-    for node in body_nodes:
-        if isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                expr = item.context_expr
-                if isinstance(expr, ast.Call) and names.resolve(expr.func) == GRAPH_CONTEXT:
-                    block = _block_range(node.body)
-                    if block:
-                        bodies.append(block)
+    for node in body_nodes.of(ast.With, ast.AsyncWith):
+        for item in node.items:
+            expr = item.context_expr
+            if isinstance(expr, ast.Call) and names.resolve(expr.func) == GRAPH_CONTEXT:
+                block = _block_range(node.body)
+                if block:
+                    bodies.append(block)
     return bodies
