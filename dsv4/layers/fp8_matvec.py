@@ -12,8 +12,8 @@ and with the official scaled FP8 GEMM to bf16 precision, not bit for bit. The ca
 Grouped form (wo_a): W holds G groups of rows and x G slices of its columns, group g's rows reading slice g.
 A program covers BLOCK_N output rows of one row of x (up to MAX_ROWS: decode batches) in 2-D tiles, which keep
 the weight loads 16-byte vectors (a 3-D [rows, out, in] form loaded single bytes and spent 1.7x the instructions
-per weight). The programs of one tile for different rows run side by side, so the rows after the first read its
-weights from L2, and each row's result is the same whatever the batch. The weights never depend on the kernel
+per weight). The programs of one tile for different rows run side by side, so the rows after the first read the
+tile from L2, and each row's result is the same whatever the batch. The weights never depend on the kernel
 before, so a program reads its first step's weights before it waits for that kernel (programmatic dependent
 launch): the read overlaps the other kernel's tail.
 """
