@@ -1,10 +1,14 @@
 """The short cuts a cold run takes give what the plain paths give: libcst's parse without its per-node checks,
 children listed once per file's analysis, libcst loaded while the index workers start, the hot walk starting
-on the first user of each entry class at once, and a function's nodes of one type taken from its walk's buckets."""
+on the first user of each entry class at once, a function's nodes of one type taken from its walk's buckets,
+and deep calls run on one kept thread."""
 
 from __future__ import annotations
 
 import ast
+import multiprocessing
+import sys
+import threading
 from pathlib import Path
 
 import libcst as cst
@@ -12,6 +16,7 @@ import pytest
 
 from graphready.lint.analysis import cstwalk
 from graphready.lint.analysis.analyzer import _parse_unchecked
+from graphready.lint.analysis.deep import call_deep
 from graphready.lint.lazyindex import IndexPool
 from graphready.lint.scope.astwalk import walk_body
 from graphready.lint.scope.guards import Guards
@@ -118,3 +123,29 @@ def test_the_walk_starts_on_the_first_user_of_each_entry_class():
     project = Project({"model": index}, wants)
     project.want_builders(["model:Layer.forward", "model:Model.forward", "model:Unbuilt.forward"])
     assert wants.asked == ["model:Model.__init__"]  # Model and Unbuilt: no function names them
+
+
+def _depth(n: int) -> int:
+    return 0 if n == 0 else 1 + _depth(n - 1)
+
+
+def _deep_in_a_child(connection) -> None:
+    connection.send(call_deep(_depth, 5000))
+
+
+def test_deep_calls_share_one_thread_and_act_as_a_thread_per_call_did():
+    """Each call runs past the default recursion limit, raises what its function raises, puts the caller's limit
+    back, and may make a deep call of its own; a forked child gets a runner of its own."""
+    limit = sys.getrecursionlimit()
+    threads = {call_deep(threading.current_thread) for _ in range(3)}
+    assert len(threads) == 1 and threading.current_thread() not in threads
+    assert call_deep(_depth, 5000) == 5000
+    assert call_deep(call_deep, _depth, 5000) == 5000
+    with pytest.raises(ZeroDivisionError):
+        call_deep(lambda: 1 / 0)
+    assert sys.getrecursionlimit() == limit
+    ours, theirs = multiprocessing.get_context("fork").Pipe()
+    child = multiprocessing.get_context("fork").Process(target=_deep_in_a_child, args=(theirs,))
+    child.start()
+    assert ours.poll(30) and ours.recv() == 5000
+    child.join()

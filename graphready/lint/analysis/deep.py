@@ -10,6 +10,8 @@ the limit is put back afterwards so the rest of the process keeps the default.
 from __future__ import annotations
 
 import contextlib
+import os
+import queue
 import sys
 import threading
 from typing import Callable, Iterator, TypeVar
@@ -37,27 +39,62 @@ def python_limits() -> Iterator[None]:
 
 
 def call_deep(function: Callable[..., Result], *args) -> Result:
-    outcome: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = function(*args)
-        except BaseException as exc:  # handed to the caller's thread below
-            outcome["error"] = exc
-
+    if threading.current_thread() is _runner.thread:  # a deep call within one: it has the room already
+        return function(*args)
     with _lock:  # the limit is per interpreter: one deep call at a time changes it
         previous_limit = sys.getrecursionlimit()
-        previous_stack = threading.stack_size(STACK_BYTES)
         _caller_limit.append(previous_limit)
         try:
             sys.setrecursionlimit(max(previous_limit, RECURSION_LIMIT))
-            thread = threading.Thread(target=target, name="graphready-deep", daemon=True)
-            thread.start()
-            thread.join()
+            outcome = _runner.run(function, args)
         finally:
             _caller_limit.pop()
-            threading.stack_size(previous_stack)
             sys.setrecursionlimit(previous_limit)
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     return outcome["value"]  # type: ignore[return-value]
+
+
+class _Runner:
+    """One thread with the large stack, started at the first deep call and kept for the next: a thread started per
+    call (one or two per file in a cold run) mapped a fresh stack each time, 0.4-0.6 s more system time over 432k
+    lines, the same user time."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.calls: queue.SimpleQueue = queue.SimpleQueue()
+
+    def run(self, function: Callable, args: tuple) -> dict[str, object]:
+        if self.thread is None:
+            previous_stack = threading.stack_size(STACK_BYTES)
+            try:
+                self.thread = threading.Thread(target=self._serve, name="graphready-deep", daemon=True)
+                self.thread.start()
+            finally:
+                threading.stack_size(previous_stack)
+        outcome: dict[str, object] = {}
+        done = threading.Lock()  # each call its own: a caller interrupted while waiting leaves no release behind
+        done.acquire()
+        self.calls.put((function, args, outcome, done))
+        done.acquire()
+        return outcome
+
+    def _serve(self) -> None:
+        while True:
+            function, args, outcome, done = self.calls.get()
+            try:
+                outcome["value"] = function(*args)
+            except BaseException as exc:  # handed to the caller's thread
+                outcome["error"] = exc
+            del function, args, outcome  # nothing of the call outlives it here
+            done.release()
+
+
+def _new_runner() -> None:
+    """In a forked child: no thread survives a fork, the parent's runner among them."""
+    global _runner
+    _runner = _Runner()
+
+
+_runner = _Runner()
+os.register_at_fork(after_in_child=_new_runner)
