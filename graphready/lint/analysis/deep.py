@@ -14,6 +14,7 @@ import os
 import queue
 import sys
 import threading
+from concurrent.futures import Future
 from typing import Callable, Iterator, TypeVar
 
 STACK_BYTES = 512 << 20  # reserved, not committed: only the pages a deep file touches are used
@@ -46,13 +47,10 @@ def call_deep(function: Callable[..., Result], *args) -> Result:
         _caller_limit.append(previous_limit)
         try:
             sys.setrecursionlimit(max(previous_limit, RECURSION_LIMIT))
-            outcome = _runner.run(function, args)
+            return _runner.run(function, args)
         finally:
             _caller_limit.pop()
             sys.setrecursionlimit(previous_limit)
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["value"]  # type: ignore[return-value]
 
 
 class _Runner:
@@ -64,7 +62,8 @@ class _Runner:
         self.thread: threading.Thread | None = None
         self.calls: queue.SimpleQueue = queue.SimpleQueue()
 
-    def run(self, function: Callable, args: tuple) -> dict[str, object]:
+    def run(self, function: Callable[..., Result], args: tuple) -> Result:
+        """`function(*args)` on the runner's thread: its value, or its exception raised here."""
         if self.thread is None:
             previous_stack = threading.stack_size(STACK_BYTES)
             try:
@@ -72,22 +71,18 @@ class _Runner:
                 self.thread.start()
             finally:
                 threading.stack_size(previous_stack)
-        outcome: dict[str, object] = {}
-        done = threading.Lock()  # each call its own: a caller interrupted while waiting leaves no release behind
-        done.acquire()
-        self.calls.put((function, args, outcome, done))
-        done.acquire()
-        return outcome
+        outcome: Future = Future()  # each call its own: a caller interrupted while waiting leaves nothing behind
+        self.calls.put((function, args, outcome))
+        return outcome.result()
 
     def _serve(self) -> None:
         while True:
-            function, args, outcome, done = self.calls.get()
+            function, args, outcome = self.calls.get()
             try:
-                outcome["value"] = function(*args)
+                outcome.set_result(function(*args))
             except BaseException as exc:  # handed to the caller's thread
-                outcome["error"] = exc
+                outcome.set_exception(exc)
             del function, args, outcome  # nothing of the call outlives it here
-            done.release()
 
 
 def _new_runner() -> None:
