@@ -7,6 +7,8 @@
   program, columns per step, warps, stages) instead of the one `fp8_matvec` picks, so a new GPU's choice is one run.
 - NVFP4 (`dsv4/layers/expert_matvec.py`), the experts' gate+up and down launches for one token (6 routed
   experts and the shared one, drawn at random from the stack).
+- The vocab head (`dsv4/layers/fp32_matvec.py`): the kernel reading it in bf16 next to cuBLAS's fp32 GEMV over
+  an fp32 copy (the official form); `--sweep` times its tiles too.
 
 Each kernel is also timed against `_read_words`, which reads the same weight bytes as 32-bit words and does
 nothing else: the gap between the two says whether a kernel is bound by memory or by its instructions. Weights
@@ -25,6 +27,7 @@ import triton.language as tl
 from dsv4.formats import NVFP4Weight, quantize_fp8_block
 from dsv4.layers import expert_matvec as em
 from dsv4.layers import fp8_matvec as fm
+from dsv4.layers import fp32_matvec as f32
 from dsv4.layers.kernels import pdl_options, wait_for_previous_kernel
 
 SHAPES = {  # (name, out, in, groups)
@@ -35,6 +38,8 @@ SHAPES = {  # (name, out, in, groups)
 }
 COPIES_BYTES = 512 << 20  # enough distinct weights that each call reads from HBM
 EXPERTS = {"pro": (384, 3072, 7168), "flash": (256, 2048, 4096)}  # routed experts, intermediate, hidden
+VOCAB = 129280
+HIDDEN = {"pro": 7168, "flash": 4096}
 TOKEN_ROWS = 7  # 6 routed experts and the shared one
 
 
@@ -85,6 +90,7 @@ def main() -> None:
     print(torch.cuda.get_device_name(0))
     total: dict[str, float] = {}
     for preset in args.presets.split(","):
+        head(preset, args.rows, args.sweep)
         experts(preset, args.rows, total)
         shapes = SHAPES[preset]
         for name, n_out, k, groups in shapes:
@@ -123,6 +129,39 @@ def main() -> None:
                       f"{fp8_bytes / t / 1e3:6.0f} GB/s", flush=True)
 
     print("one layer's matrix-vector kernels:", ", ".join(f"{p} {t:.1f} us" for p, t in total.items()))
+
+
+def head(preset: str, rows: int, sweep: bool) -> None:
+    """The vocab head once per step: not in the per-layer total."""
+    hidden = HIDDEN[preset]
+    heads = [torch.randn(VOCAB, hidden, device="cuda").to(torch.bfloat16) for _ in range(2)]
+    x = torch.randn(rows, hidden, device="cuda").to(torch.bfloat16)
+    out = torch.empty(rows, VOCAB, device="cuda")
+    nbytes = heads[0].nbytes
+    kernel = timed(lambda i: f32.fp32_matvec(x, heads[i % 2], out), 50)
+    plain = read_only(heads)
+    fp32 = [h.float() for h in heads]
+    xf = x.float()
+    cublas = timed(lambda i: torch.matmul(xf, fp32[i % 2].T, out=out), 50)
+    print(f"{preset:5} {'head':13} {VOCAB}x{hidden}   cuBLAS fp32 {cublas:7.1f} us {2 * nbytes / cublas / 1e3:6.0f} GB/s"
+          f"   bf16 kernel {kernel:7.1f} us {nbytes / kernel / 1e3:6.0f} GB/s   plain read "
+          f"{nbytes / plain / 1e3:6.0f} GB/s", flush=True)
+    del fp32
+    if sweep:
+        results = []
+        for bn, bk, warps, stages in itertools.product((4, 8, 16, 32), (512, 1024, 2048), (4, 8), (3, 4)):
+            if bn * bk > 16 * 1024:
+                continue
+            def launch(i):
+                f32._fp32_matvec[(rows, triton.cdiv(VOCAB, bn))](
+                    x, heads[i % 2], out, VOCAB, x.stride(0), out.stride(0), hidden, K=hidden, BLOCK_N=bn,
+                    BLOCK_K=bk, num_warps=warps, num_stages=stages, **pdl_options())
+            results.append((timed(launch, 50), bn, bk, warps, stages))
+        for t, bn, bk, warps, stages in sorted(results)[:4]:
+            print(f"    best: BLOCK_N {bn:3} BLOCK_K {bk:5} warps {warps} stages {stages}: {t:7.1f} us "
+                  f"{nbytes / t / 1e3:6.0f} GB/s", flush=True)
+    del heads
+    torch.cuda.empty_cache()
 
 
 def experts(preset: str, rows: int, total: dict[str, float]) -> None:

@@ -2,7 +2,7 @@
 
 Per device: the stored weights placed there (their real sizes read from a checkpoint's shard headers, or the
 synthetic format's sizes), the bf16 copies the model keeps of its quantized dense linears, the fp32 copies of the
-compressor projections, the fp32 head on the last device, and a fixed reserve for the CUDA context, caches,
+compressor projections, the bf16 head on the last device, and a fixed reserve for the CUDA context, caches,
 kernel workspaces and captured graphs. The globals load on the first device before the model moves the head
 to the last, so both count them.
 """
@@ -20,7 +20,7 @@ from dsv4.synth import spec_bytes
 
 RESERVE_BYTES = 4 << 30
 COPIED_ROLES = ("attn", "shared")  # quantized in both releases; the model keeps bf16 copies (Dense, resident)
-COMPRESSOR = re.compile(r"\.compressor\.w(kv|gate)$")  # stored bf16, kept as fp32 copies (fp32 compressor GEMMs)
+COMPRESSOR = re.compile(r"\.compressor\.w(kv|gate)$")  # stored bf16, stacked into one bf16 copy per compressor
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
@@ -29,7 +29,7 @@ class DeviceNeed:
     index: int
     layers: tuple[int, ...]
     weights: int  # stored weights loaded onto this device
-    copies: int  # bf16 copies of dense linears, fp32 head
+    copies: int  # bf16 copies of dense linears, fp32 compressor projections, the head on the last device
     reserve: int = RESERVE_BYTES
 
     @property
@@ -70,7 +70,7 @@ def _stored_by_layer(config: DSV4Config, checkpoint: str | None, fmt: str) -> tu
 def _copies(config: DSV4Config, layers: list[int], mtp: bool = False) -> int:
     specs = checkpoint_specs(config, layers, include_globals=False, mtp=mtp)
     bf16 = sum(2 * math.prod(s.shape) for s in specs if s.kind == "linear" and s.role in COPIED_ROLES)
-    return bf16 + sum(4 * math.prod(s.shape) for s in specs if COMPRESSOR.search(s.name))
+    return bf16 + sum(2 * math.prod(s.shape) for s in specs if COMPRESSOR.search(s.name))
 
 
 def memory_needed(config: DSV4Config, n_devices: int, checkpoint: str | None = None,
@@ -78,12 +78,12 @@ def memory_needed(config: DSV4Config, n_devices: int, checkpoint: str | None = N
     """What each of ``n_devices`` holds at its peak while the model is built and checked (``mtp``: with the MTP
     layer, which lives on the last device next to the head)."""
     per_layer, globals_bytes = _stored_by_layer(config, checkpoint, fmt)
-    head_fp32 = 4 * config.vocab_size * config.hidden_size
+    head = 2 * config.vocab_size * config.hidden_size  # bf16, as `head_tensor` keeps it
     needs = []
     for index, layers in enumerate(_device_layers(config, n_devices)):
         last = index == n_devices - 1
         weights = sum(per_layer.get(i, 0) for i in layers) + (globals_bytes if index == 0 else 0)
-        copies = _copies(config, layers, mtp and last) + (head_fp32 if last else 0)
+        copies = _copies(config, layers, mtp and last) + (head if last else 0)
         if mtp and last:
             weights += per_layer.get(config.num_hidden_layers, 0)
         needs.append(DeviceNeed(index, tuple(layers), weights, copies))

@@ -23,7 +23,7 @@ from dsv4.layers.argmax import argmax_rows
 from dsv4.layers.block import Block, DeviceIO
 from dsv4.layers.mhc import HyperHead
 from dsv4.layers.primitives import make_fp4_tables, make_rope_table, vocab_logits
-from dsv4.layers.weights import dense_tensor
+from dsv4.layers.weights import dense_tensor, fp32_gemm_weight
 from dsv4.mtp import PREFIX as MTP_PREFIX
 from dsv4.mtp import MTPLayer, Speculation
 
@@ -105,7 +105,7 @@ class DSV4Model:
         self.layers = [Block(weights, i, self.contexts[d], self.io[d]) for i, d in enumerate(self.layer_devices)]
         self.hc_head = HyperHead(weights["hc_head_fn"], weights["hc_head_scale"], weights["hc_head_base"], config, last)
         self.norm = dense_tensor(weights["norm.weight"], last, torch.float32)
-        self.head = dense_tensor(weights["head.weight"], last, torch.float32)
+        self.head = fp32_gemm_weight(weights["head.weight"], last)
         self.logits_buf = torch.zeros(self.rows, config.vocab_size, dtype=torch.float32, device=last)
         self.next_token_buf = torch.zeros(self.rows, dtype=torch.long, device=last)
         self.mtp = self.spec = None
@@ -124,7 +124,7 @@ class DSV4Model:
 
     @property
     def weight_bytes_per_token(self) -> int:
-        """Weight bytes one decode step reads: every layer, one embedding row, hc_head, norm and the fp32 head."""
+        """Weight bytes one decode step reads: every layer, one embedding row, hc_head, norm and the head."""
         return sum(self.weight_bytes_by_device.values())
 
     @property
@@ -153,8 +153,8 @@ class DSV4Model:
             raise ValueError(f"position {position} outside 0..{last} (max_len {self.max_len}, "
                              f"{self.tokens_per_step} token(s) per step)")
 
-    def _logits(self, streams: torch.Tensor) -> torch.Tensor:
-        return vocab_logits(self.hc_head(streams), self.norm, self.head, self.config.rms_norm_eps)
+    def _logits(self, streams: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        return vocab_logits(self.hc_head(streams), self.norm, self.head, self.config.rms_norm_eps, out)
 
     @torch.inference_mode()
     def step(self, token_ids, position: int) -> torch.Tensor:
@@ -188,7 +188,7 @@ class DSV4Model:
         io.streams.copy_(self.embed.index_select(0, io.tokens).unsqueeze(1).expand(-1, self.config.hc_mult, -1))
 
     def head_graph(self) -> None:  # graphready: hot
-        self.logits_buf.copy_(self._logits(self.io[self.devices[-1]].streams))
+        self._logits(self.io[self.devices[-1]].streams, self.logits_buf)
         self.next_token_buf.copy_(argmax_rows(self.logits_buf))
 
     def mtp_graph(self) -> None:  # graphready: hot

@@ -53,7 +53,7 @@ class MTPLayer:
 
     @property
     def bytes_read(self) -> int:
-        """Weight bytes one draft reads: the block, the projections and norms, and the (shared) fp32 head."""
+        """Weight bytes one draft reads: the block, the projections and norms, and the (shared) head."""
         small = [self.enorm, self.hnorm, self.norm, self.hc_head.fn, self.head]
         return self.block.bytes_read + self.e_proj.bytes_read + self.h_proj.bytes_read + tensor_bytes(*small)
 

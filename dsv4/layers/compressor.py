@@ -14,8 +14,9 @@ from __future__ import annotations
 import torch
 
 from dsv4.layers.compressor_pool import fused_state_pool
-from dsv4.layers.primitives import FP8_BLOCK, hadamard_fp4, linear, norm_rope_tail
-from dsv4.layers.weights import dense_tensor
+from dsv4.layers.fp32_matvec import fp32_matvec
+from dsv4.layers.primitives import FP8_BLOCK, hadamard_fp4, norm_rope_tail
+from dsv4.layers.weights import dense_tensor, fp32_gemm_weight
 
 
 class Compressor:
@@ -31,9 +32,9 @@ class Compressor:
         self.width = width
         self.overlap = ratio == 4
         self.indexer = indexer
-        # fp32 weights and input, as the official compressor runs (its checkpoint stores them bf16)
+        # an fp32 GEMM, as the official compressor runs, of the weights as stored (bf16: `fp32_matvec`);
         # wkv and wgate stacked: one GEMV reads both (two small ones ran at a third of HBM bandwidth)
-        self.projection = torch.cat([dense_tensor(weights[f"{prefix}.{name}"], device, torch.float32)
+        self.projection = torch.cat([fp32_gemm_weight(weights[f"{prefix}.{name}"], device)
                                      for name in ("wkv", "wgate")])
         self.ape = dense_tensor(weights[f"{prefix}.ape"], device, torch.float32)
         self.norm = dense_tensor(weights[f"{prefix}.norm.weight"], device, torch.float32)
@@ -55,7 +56,7 @@ class Compressor:
     def _project(self, x: torch.Tensor, x32: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """kv and gate scores, an fp32 GEMM of the fp32 input (no bf16 rounding of the projections); `x32`: x in
         fp32, when the caller has it."""
-        kv, score = linear(x if x32 is None else x32, self.projection).chunk(2, dim=-1)
+        kv, score = fp32_matvec(x if x32 is None else x32, self.projection).chunk(2, dim=-1)
         return kv.contiguous(), score.contiguous()
 
     def _pool(self, half) -> torch.Tensor:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import torch
 
+from dsv4.formats import tensor_bytes
 from dsv4.layers.expert_matvec import expert_matvecs, fused_available
+from dsv4.layers.fp32_matvec import fp32_matvec
 from dsv4.layers.kernels import runs_triton
 from dsv4.layers.primitives import ACT_BLOCK, AMAX_FLOOR, FP8_MAX, act_quant
 from dsv4.layers.routing import ExpertOutputs, fused_route
 from dsv4.layers.swiglu import fused_swiglu
-from dsv4.layers.weights import Dense, StackedDense, dense_tensor, stores_quantized
+from dsv4.layers.weights import Dense, StackedDense, dense_tensor, fp32_gemm_weight, stores_quantized
 
 
 def clamped_swiglu(gate: torch.Tensor, up: torch.Tensor, limit: float) -> torch.Tensor:
@@ -61,7 +63,7 @@ class MoE:
         self.top_k = cfg.num_experts_per_tok
         self.scale = cfg.routed_scaling_factor
         self.limit = cfg.swiglu_limit
-        self.gate = dense_tensor(weights[f"{prefix}.gate.weight"], dev, torch.float32)
+        self.gate = fp32_gemm_weight(weights[f"{prefix}.gate.weight"], dev)
         self.hashed = cfg.is_hash_layer(layer)
         if self.hashed:
             self.tid2eid = weights[f"{prefix}.gate.tid2eid"].to(device=dev, dtype=torch.long)
@@ -99,12 +101,12 @@ class MoE:
     def bytes_read(self) -> int:
         """Bytes per token: the top-k experts' stored bytes, the gate, and the shared expert."""
         shared = sum(expert.bytes_read for expert in self.shared) + sum(int(w.nbytes) for w in self.shared_rows or [])
-        return self.routed_bytes + shared + self.gate.numel() * 4
+        return self.routed_bytes + shared + tensor_bytes(self.gate)
 
     def route(self, x: torch.Tensor, token_ids: torch.Tensor, x32: torch.Tensor | None = None):
         """(expert ids [B,k], weights [B,k] fp32): hash table or top-k of sigma + bias; weights renormalised.
         `x32`: x in fp32, when the caller has it."""
-        logits = torch.nn.functional.linear(x.float() if x32 is None else x32, self.gate)
+        logits = fp32_matvec(x if x32 is None else x32, self.gate)
         fused = fused_route(logits, None if self.hashed else self.bias, self.tid2eid if self.hashed else None,
                             token_ids, self.top_k, self.scale)  # one kernel on CUDA
         if fused is not None:

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from dsv4.layers.fp8_quant import fused_fp8_fake_quant
 from dsv4.layers.hadamard_fp4 import fused_hadamard_fp4
+from dsv4.layers.fp32_matvec import fp32_matvec
 from dsv4.layers.norm_rope import NORM_BF16, NORM_FP32, NORM_NONE, fused_norm_rope
 
 FP8_MAX = 448.0
@@ -248,6 +249,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return F.linear(x.to(weight.dtype), weight)
 
 
-def vocab_logits(x: torch.Tensor, norm: torch.Tensor, head: torch.Tensor, eps: float) -> torch.Tensor:
-    """fp32 logits of the collapsed streams: final RMSNorm, then an fp32 GEMM with the (fp32) head."""
-    return rms_norm(x, norm, eps).float() @ head.T
+def vocab_logits(x: torch.Tensor, norm: torch.Tensor, head: torch.Tensor, eps: float,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+    """fp32 logits of the collapsed streams: final RMSNorm, then the head's fp32 GEMM (`fp32_matvec`); written
+    into `out` when given."""
+    return fp32_matvec(rms_norm(x, norm, eps), head, out)

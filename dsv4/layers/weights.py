@@ -24,6 +24,13 @@ def dense_tensor(w, device, dtype=torch.bfloat16) -> torch.Tensor:
     return w.to(device=device, dtype=dtype)
 
 
+def fp32_gemm_weight(w, device) -> torch.Tensor:
+    """A weight of one of the official fp32 GEMMs (head, router, compressors) on `device` as `fp32_matvec` reads
+    it: in bf16 where it is stored so (the fp32 GEMM multiplies exactly these values), an fp32 one as it is
+    (rounding it would change the results)."""
+    return dense_tensor(w, device, torch.float32 if getattr(w, "dtype", None) == torch.float32 else torch.bfloat16)
+
+
 class Dense:
     """A linear layer's weight: an FP8 one read as stored by `fp8_matvec` where its kernel runs, else kept
     resident in bf16 or stored quantized and dequantized per call.

@@ -72,7 +72,7 @@ def test_each_gpu_gets_its_layers_and_its_share_of_the_weight_bytes(bench, two_d
     assert [s.layers for s in splits] == [[0, 1, 2], [3, 4, 5]]
     assert sum(s.weight_bytes for s in splits) == model.weight_bytes_per_token
     head = model.head.numel() * model.head.element_size()
-    assert splits[1].weight_bytes > head  # the fp32 head is read on the last GPU
+    assert splits[1].weight_bytes > head  # the head is read on the last GPU
     layer_bytes = [sum(model.layers[i].bytes_read for i in s.layers) for s in splits]
     assert splits[0].weight_bytes - layer_bytes[0] == model.embed.shape[1] * model.embed.element_size()
 

@@ -138,7 +138,7 @@ def test_the_compressor_projects_in_fp32():
     w[0, 0], w[0, 1] = 1.0, 2.0**-10
     _, model = _tiny_model_with({"layers.0.attn.compressor.wkv": as_bf16(w)})
     compressor = model.layers[0].attn.compressor
-    assert compressor.projection.dtype == torch.float32
+    assert compressor.projection.dtype == torch.bfloat16  # read as stored, multiplied and summed in fp32
     x = torch.zeros(1, config.hidden_size, dtype=torch.bfloat16)
     x[0, :2] = 1.0
     kv, score = compressor._project(x)
