@@ -149,13 +149,14 @@ def head(preset: str, rows: int, sweep: bool) -> None:
     del fp32
     if sweep:
         results = []
-        for bn, bk, warps, stages in itertools.product((4, 8, 16, 32), (512, 1024, 2048), (4, 8), (3, 4)):
-            if bn * bk > 16 * 1024:
+        rows_p2 = triton.next_power_of_2(rows)
+        for bn, bk, warps, stages in itertools.product((2, 4, 8, 16, 32), (256, 512, 1024, 2048), (4, 8), (3, 4)):
+            if rows_p2 * bn * bk > 16 * 1024:
                 continue
             def launch(i):
-                f32._fp32_matvec[(rows, triton.cdiv(VOCAB, bn))](
-                    x, heads[i % 2], out, VOCAB, x.stride(0), out.stride(0), hidden, K=hidden, BLOCK_N=bn,
-                    BLOCK_K=bk, num_warps=warps, num_stages=stages, **pdl_options())
+                f32._fp32_matvec[(triton.cdiv(VOCAB, bn),)](
+                    x, heads[i % 2], out, VOCAB, rows, x.stride(0), out.stride(0), hidden, K=hidden, ROWS=rows_p2,
+                    BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=stages, **pdl_options())
             results.append((timed(launch, 50), bn, bk, warps, stages))
         for t, bn, bk, warps, stages in sorted(results)[:4]:
             print(f"    best: BLOCK_N {bn:3} BLOCK_K {bk:5} warps {warps} stages {stages}: {t:7.1f} us "

@@ -8,10 +8,11 @@ also ran the small ones slowly (the router's 256 x 4096 in 5.2 us on an H200: 0.
 head was the largest single read of a step (Flash 508 us, Pro 870 us). Only the order of the fp32 additions differs
 from cuBLAS's, so results agree with the fp32 GEMM to fp32 rounding of the sum, not bit for bit.
 
-The tile is `fp8_matvec`'s: one row of x per program, each program keeping one fp32 partial sum per (output row,
-column of a step) and reducing once at the end; the programs of one tile for different rows run side by side,
-so later rows read it from L2. Small matrices get fewer output rows per program, so that every SM has work. The
-first step's weights are read before waiting for the kernel before (PDL).
+Each program keeps one fp32 partial sum per (row of x, output row, column of a step) and reduces once at the end,
+and serves every row of x (up to MAX_ROWS), so a tile is read once per step whatever the batch (MTP verifies two
+tokens: a program per row ran the head at 3.4 TB/s, re-reading each tile from L2). Small matrices get fewer
+output rows per program, so that every SM has work. The first step's weights are read before waiting for the
+kernel before (PDL).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
 MAX_ROWS = 4  # rows of x one launch serves (decode batches, MTP's two tokens); more use cuBLAS
-TILE = 8192  # weights per step: 8 rows x 1024 columns on the head (`benchmarks/dsv4_matvec.py --sweep`, H200)
+TILE = 8192  # partial sums per program: 8 x 1024 on the head at one row (`benchmarks/dsv4_matvec.py --sweep`, H200)
 BLOCK_N_SIZES = (8, 4, 2, 1)
 MIN_PROGRAMS = 256  # about two per SM: fewer output rows per program until a matrix gives this many
 NUM_WARPS, NUM_STAGES = 4, 4
@@ -29,30 +30,45 @@ NUM_WARPS, NUM_STAGES = 4, 4
 if triton is not None:
 
     @triton.jit
-    def _fp32_matvec(x, w, out, n_out, sx_r, so_r, sw_n, K: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_K: tl.constexpr, PDL: tl.constexpr):
-        row = tl.program_id(0)
-        n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    def _products(x, sx_r, rows, cols, k_ok, w, ROWS: tl.constexpr):
+        """The rows of x times a weight tile [out, in], in fp32: [out, in] for one row, else [rows, out, in]
+        (at one row the 3-D form ran the head 4 % slower)."""
+        if ROWS == 1:
+            p = tl.load(x + cols, mask=k_ok, other=0.0).to(tl.float32)[None, :] * w.to(tl.float32)
+        else:
+            r = tl.arange(0, ROWS)
+            xv = tl.load(x + r[:, None] * sx_r + cols[None, :], mask=(r < rows)[:, None] & k_ok[None, :], other=0.0)
+            p = xv.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
+        return p
+
+    @triton.jit
+    def _fp32_matvec(x, w, out, n_out, rows, sx_r, so_r, sw_n, K: tl.constexpr, ROWS: tl.constexpr,
+                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+        n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         n_ok = n < n_out
         cols = tl.arange(0, BLOCK_K)
         k_ok = cols < K
         wv = tl.load(w + n[:, None] * sw_n + cols[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0)
         wait_for_previous_kernel(PDL)
-        xs = x + row * sx_r
-        acc = tl.load(xs + cols, mask=k_ok, other=0.0).to(tl.float32)[None, :] * wv.to(tl.float32)
+        acc = _products(x, sx_r, rows, cols, k_ok, wv, ROWS)  # every row of x reads the tile once
         for k0 in range(BLOCK_K, K, BLOCK_K):
             cols = k0 + tl.arange(0, BLOCK_K)
             k_ok = cols < K
-            xv = tl.load(xs + cols, mask=k_ok, other=0.0).to(tl.float32)
             wv = tl.load(w + n[:, None] * sw_n + cols[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0)
-            acc += xv[None, :] * wv.to(tl.float32)
-        tl.store(out + row * so_r + n, tl.sum(acc, axis=1), mask=n_ok)
+            acc += _products(x, sx_r, rows, cols, k_ok, wv, ROWS)
+        if ROWS == 1:
+            tl.store(out + n, tl.sum(acc, axis=1), mask=n_ok)
+        else:
+            r = tl.arange(0, ROWS)
+            tl.store(out + r[:, None] * so_r + n[None, :], tl.sum(acc, axis=2),
+                     mask=(r < rows)[:, None] & n_ok[None, :])
 
 
-def tiles(n_out: int, k: int) -> tuple[int, int]:
-    """(output rows per program, columns per step): the most rows that still give MIN_PROGRAMS programs."""
+def tiles(n_out: int, k: int, rows: int = 1) -> tuple[int, int]:
+    """(output rows per program, columns per step): the most output rows that still give MIN_PROGRAMS programs,
+    and the columns that keep TILE fp32 partial sums over all `rows` rows of x."""
     block_n = next((b for b in BLOCK_N_SIZES if triton.cdiv(n_out, b) >= MIN_PROGRAMS), BLOCK_N_SIZES[-1])
-    return block_n, min(TILE // block_n, triton.next_power_of_2(k))
+    return block_n, min(TILE // (block_n * triton.next_power_of_2(rows)), triton.next_power_of_2(k))
 
 
 def fp32_matvec(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -65,10 +81,11 @@ def fp32_matvec(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None 
         out = torch.empty(rows, n_out, dtype=torch.float32, device=x.device)  # graphready: ignore[GR301] graph pool
     if (runs_triton(x, "fp32_matvec") and rows <= MAX_ROWS and x.stride(1) == 1 and weight.stride(1) == 1
             and out.stride(1) == 1 and out.dtype == torch.float32):
-        block_n, block_k = tiles(n_out, k)
-        _fp32_matvec[(rows, triton.cdiv(n_out, block_n))](
-            x, weight, out, n_out, x.stride(0), out.stride(0), weight.stride(0), K=k, BLOCK_N=block_n,
-            BLOCK_K=block_k, num_warps=NUM_WARPS, num_stages=NUM_STAGES, **pdl_options())
+        block_n, block_k = tiles(n_out, k, rows)
+        _fp32_matvec[(triton.cdiv(n_out, block_n),)](
+            x, weight, out, n_out, rows, x.stride(0), out.stride(0), weight.stride(0), K=k,
+            ROWS=triton.next_power_of_2(rows), BLOCK_N=block_n, BLOCK_K=block_k, num_warps=NUM_WARPS,
+            num_stages=NUM_STAGES, **pdl_options())
         return out
     if x.is_cuda and x.dtype == weight.dtype == torch.bfloat16:  # cuBLAS: fp32 products, sums and output
         return out.copy_(torch.mm(x, weight.T, out_dtype=torch.float32))

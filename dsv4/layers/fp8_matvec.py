@@ -25,7 +25,7 @@ import torch
 from dsv4.formats import FP8_BLOCK, FP8BlockWeight, e8m0_to_float32
 from dsv4.layers.kernels import pdl_options, runs_triton, tl, triton, wait_for_previous_kernel
 
-MAX_ROWS = 4  # rows of x one launch serves; more use the caller's other path
+MAX_ROWS = 8  # rows of x one launch serves (MTP's h_proj: 2 tokens x 4 streams); more use the caller's other path
 # Tiles from `benchmarks/dsv4_matvec.py --sweep` on an H200 (Flash shapes): a step reads TILE weights, the
 # widest run of columns that divides the in-features (1024 at most: wider spills the accumulator's registers) times
 # the most output rows that leaves (8 at 1024 columns: taller tiles left SMs idle at the tail); 2048 columns on 8

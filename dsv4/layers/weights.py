@@ -72,10 +72,10 @@ class Dense:
         columns (x [rows, groups * in]). `xq`: `act_quant(x)` where the caller has it already (a fused norm)."""
         if self.quantize_input:
             x = act_quant(x) if xq is None else xq
-        if self.fp8 is not None:
-            y = fp8_matvec(x, self.fp8, groups)
+        if self.fp8 is not None:  # leading dims flattened: MTP's h_proj reads [rows, hc, D]
+            y = fp8_matvec(x.reshape(-1, x.shape[-1]), self.fp8, groups)
             if y is not None:
-                return y
+                return y.view(*x.shape[:-1], y.shape[-1])
         if groups == 1:
             return linear(x, self.matrix())
         w = self.matrix().unflatten(0, (groups, -1))  # [G, out/G, in]

@@ -35,7 +35,7 @@ def within_fp32_rounding(got: torch.Tensor, x: torch.Tensor, w: torch.Tensor) ->
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("rows", [1, 2, MAX_ROWS + 1])  # the last is past the kernel: cuBLAS or the torch form
+@pytest.mark.parametrize("rows", [1, 2, 3, MAX_ROWS + 1])  # the last is past the kernel: cuBLAS or the torch form
 @pytest.mark.parametrize("n,k", [(1000, 1024), (77, 1536), (256, 512), (3, 100)])  # partial tiles both ways
 def test_bf16_weights_give_the_official_fp32_gemm_to_fp32_rounding(device, rows, n, k):
     x, w = inputs(rows, n, k, rows + n)
@@ -68,6 +68,7 @@ def test_small_matrices_get_fewer_rows_per_program_so_every_sm_has_work():
     block_n, block_k = tiles(256, 4096)  # the router: one row per program, the whole row in one step
     assert (block_n, block_k) == (1, 4096) and 256 // block_n >= MIN_PROGRAMS
     assert tiles(2048, 4096)[0] == 8 and tiles(1024, 7168)[0] == 4
+    assert tiles(129280, 4096, rows=2) == (8, 512)  # one program serves both rows: the same partial sums in all
 
 
 def test_without_triton_the_cpu_runs_the_official_form_bit_for_bit():

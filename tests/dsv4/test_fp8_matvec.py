@@ -85,6 +85,18 @@ def test_dense_reads_fp8_weights_and_dequantizes_for_batches_the_kernel_does_not
     assert_agrees(dense(x[:1]).cpu(), official(x[:1].cpu(), weight, True), device)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_dense_serves_streams_of_several_tokens_with_the_kernel(device, monkeypatch):
+    """MTP's h_proj reads [2 tokens, 4 streams, D]: eight rows, in the kernel, not a dequantized copy per call."""
+    weight = fp8_weight(256, 512, 8)
+    dense = Dense(weight, device, resident=True, quantize_input=True)
+    monkeypatch.setattr(Dense, "matrix", lambda self: pytest.fail("dequantized the weight"))
+    x = torch.randn(2, 4, 512, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16).to(device)
+    y = dense(x)
+    assert y.shape == (2, 4, 256) and 2 * 4 <= MAX_ROWS
+    assert torch.equal(y.flatten(0, 1), fp8_matvec(act_quant(x.flatten(0, 1)), dense.fp8))
+
+
 def test_without_the_kernel_dense_keeps_its_bf16_copy():
     if INTERPRET:
         pytest.skip("under the interpreter the kernel runs on the CPU")
