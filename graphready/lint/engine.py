@@ -544,8 +544,8 @@ class LintRun:
             jobs.append((module, source.rel, source.text, guards, is_package))
         advance = self._phase("indexing", jobs)
         if self.jobs > 1 and len(jobs) >= PARALLEL_THRESHOLD:
-            lazy.pool = IndexPool(self.jobs)
-            indexed = lazy.pool.index(jobs, advance, self.cache.enabled, meanwhile=_load_analysis)
+            lazy.pool = IndexPool(self.jobs, jobs)
+            indexed = lazy.pool.index(advance, self.cache.enabled, meanwhile=_load_analysis)
         else:
             indexed = []
             for job in jobs:
