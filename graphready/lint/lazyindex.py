@@ -198,11 +198,10 @@ class IndexPool:
 
     def close(self) -> None:
         """Stop the workers at once: they have nothing to flush (their trees need no freeing one by one), and one
-        may be blocked sending answers the walk never took."""
-        for process in self.processes:
-            process.kill()
+        may be blocked sending answers the walk never took. They are not waited for: the system frees their memory
+        while this process goes on (multiprocessing reaps them later; waiting took 0.07 s on 432k lines)."""
         for connection, process in zip(self.connections, self.processes):
-            process.join()
+            process.kill()
             connection.close()
 
 
