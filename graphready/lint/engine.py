@@ -604,20 +604,23 @@ class LintRun:
         """Rule hits per file. `checked`: the functions of each file the rules run on, as the project stage
         found them (a file whose hits are cached needs no index); None: found from the indexes. Without
         `facts`, in the branches assume facts rule out too (not `cached`: those hits are only counted)."""
-        project_salt = shared.digest()
         stored = cached and self.cache.enabled  # with --no-cache no hit is looked up or kept: no key is worked out
+        project_salt = shared.digest() if stored else ""
         results: dict[str, list[Candidate]] = {}
         pending: list[tuple] = []  # (source, file key, targets' qualnames, function keys, cached hits, FileJob or None)
         for source in sources:
             if checked is not None:
-                module = module_name(source.rel)[0]
                 names = checked.get(source.rel, [])
-                key = _file_key([(f"{module}:{name}", f"{module}:{name}" in hot) for name in names], hot, project_salt)
-                found = self.cache.hits(source.rel, source.digest, key) if names and cached else None
-                if found is not None or not names:
+                if not names:
+                    continue
+                if stored:
+                    module = module_name(source.rel)[0]
+                    key = _file_key([(f"{module}:{name}", f"{module}:{name}" in hot) for name in names], hot,
+                                    project_salt)
+                    found = self.cache.hits(source.rel, source.digest, key)
                     if found is not None:
                         results[source.rel] = found
-                    continue
+                        continue
             index = indexes[source.rel]
             targets = []
             for info in index.functions.values():
@@ -629,7 +632,7 @@ class LintRun:
                         targets.append((target, info.key in hot))
             if not targets:
                 continue
-            key = _file_key([(info.key, is_hot) for info, is_hot in targets], hot, project_salt)
+            key = _file_key([(info.key, is_hot) for info, is_hot in targets], hot, project_salt) if stored else ""
             hot_keys = {info.key for info, is_hot in targets if is_hot}
             warm_up = (hot_keys & hot.unwarmed, hot_keys & hot.warmed, hot_keys & hot.uncompiled)
             host_params = {k: sorted(hot.host_params[k]) for k in sorted(hot_keys & hot.host_params.keys())}
