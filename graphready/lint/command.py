@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import os
 import sys
 from pathlib import Path
@@ -22,6 +24,9 @@ from graphready.output import FORMATS, render
 from graphready.output.text import summary_text
 
 LINT_FORMATS = tuple(f for f in FORMATS if f != "junit") + ("junit",)
+# What a lint run built dies with the process: the interpreter's last collections need not walk it (0.1-0.2 s of the
+# wall time of a cold run over 432k lines, spent after the report was written).
+atexit.register(gc.freeze)
 
 EPILOG = """\
 exit codes:

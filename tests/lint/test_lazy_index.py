@@ -124,9 +124,9 @@ def test_workers_answer_a_walk_that_asks_about_every_function_at_once():
     answers = {}
 
     def walk():
-        pool = IndexPool(2)
+        pool = IndexPool(2, jobs)
         try:
-            indexes = pool.index(jobs, None, digests=False)
+            indexes = pool.index(None, digests=False)
             asked = [(index.path, qualname) for index, _ in indexes for qualname in index.functions]
             for path, qualname in asked:
                 pool.ask(path, [qualname])

@@ -79,10 +79,10 @@ def test_the_index_workers_let_this_process_work_meanwhile_once():
     source = "def f(x):\n    return g(x)\n\n\ndef g(x):\n    return x\n"
     jobs = [(f"mod{n}", f"mod{n}.py", source, Guards(), False) for n in range(10)]
     calls = []
-    with_work, without = IndexPool(2), IndexPool(2)
+    with_work, without = IndexPool(2, jobs), IndexPool(2, jobs)
     try:
-        found = with_work.index(jobs, None, digests=True, meanwhile=lambda: calls.append(1))
-        plain = without.index(jobs, None, digests=True)
+        found = with_work.index(None, digests=True, meanwhile=lambda: calls.append(1))
+        plain = without.index(None, digests=True)
     finally:
         with_work.close()
         without.close()
