@@ -5,11 +5,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import multiprocessing
 from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -32,6 +31,7 @@ from graphready.lint.scope.hotpath import (
     CAPTURE_STEP, HotSet, Project, _matches as matches_root, find_hot, untaken_fallbacks,
 )
 from graphready.lint.lazyindex import IndexPool, LazyFacts, index_digest, index_file
+from graphready.lint.workers import Workers
 from graphready.lint.scope.index import FunctionInfo, ModuleIndex
 from graphready.sourcefile import SourceText, read_source
 from graphready.lint.scope.guards import Guards
@@ -223,50 +223,26 @@ def _map(function, jobs: list, workers: int, advance: Callable[[], None] | None 
 
 def _map_in_workers(function, jobs: list, workers: int, advance: Callable[[], None] | None,
                     cost: Callable[[object], int], setup: tuple[Callable, tuple] | None) -> list:
-    """`_map` in worker processes that start with the jobs and `setup` (inherited when forked: no job is pickled
-    here or unpickled there; a ProcessPoolExecutor, which also woke two threads here per job, took 0.55 s of this
-    process's CPU on 432k lines, 0.17 s now) and are sent each job's number, the costliest first: file sizes differ
-    by 100x, and contiguous chunks in path order left one worker busy with a run of big files while the other sat
-    idle. Each worker holds its next job, so it never waits for this process to read a result and send another
-    (only numbers are sent: neither side can block the other)."""
+    """`_map` in `Workers` that start with the jobs and `setup` (a ProcessPoolExecutor, which pickled each job and
+    woke two threads here per job, took 0.55 s of this process's CPU on 432k lines, 0.17 s now). Only numbers are
+    sent: neither side can block the other."""
     order = deque(sorted(range(len(jobs)), key=lambda i: cost(jobs[i]), reverse=True))
     results: list = [None] * len(jobs)
-    connections: list[Connection] = []
-    processes = []
-    held: list[deque[int]] = []  # per worker, the jobs sent, in order
+    pool = Workers(workers, _work_on, (function, jobs, setup))
     try:
-        for _ in range(workers):
-            ours, theirs = multiprocessing.Pipe()
-            process = multiprocessing.Process(target=_work_on, args=(theirs, function, jobs, setup), daemon=True)
-            process.start()
-            theirs.close()
-            connections.append(ours)
-            processes.append(process)
-            held.append(deque())
         for worker in range(workers):
-            _feed(connections[worker], held[worker], order)
-        while any(held):
-            for connection in wait([c for c, h in zip(connections, held) if h]):
-                worker = connections.index(connection)
-                done, result = connection.recv()
-                if not done:  # the job raised: so does the map, as if it had run here
-                    raise result
-                results[held[worker].popleft()] = result
-                _feed(connection, held[worker], order)
-                if advance is not None:
-                    advance()
-    finally:  # idle now, or the run failed: nothing of theirs is wanted
-        for connection, process in zip(connections, processes):
-            process.kill()
-            connection.close()
+            pool.feed(worker, order)
+        for worker, position in pool.finished():
+            done, result = pool.connections[worker].recv()
+            if not done:  # the job raised: so does the map, as if it had run here
+                raise result
+            results[position] = result
+            pool.feed(worker, order)
+            if advance is not None:
+                advance()
+    finally:  # idle now, or the run failed
+        pool.stop()
     return results
-
-
-def _feed(connection: Connection, held: deque[int], order: deque[int]) -> None:
-    """Send a worker the next jobs' numbers, until it holds one besides the one it works on."""
-    while order and len(held) < 2:
-        held.append(order.popleft())
-        connection.send(held[-1])
 
 
 def _work_on(connection: Connection, function, jobs: list, setup: tuple[Callable, tuple] | None) -> None:

@@ -11,9 +11,8 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import multiprocessing
 from collections import deque
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from typing import Callable
 
@@ -22,13 +21,13 @@ from graphready.lint.datacodec import encode
 from graphready.lint.failures import Failure
 from graphready.lint.scope.guards import Guards
 from graphready.lint.scope.index import FunctionInfo, ModuleIndex, ModuleIndexer, module_indexer
+from graphready.lint.workers import Workers
 
 DEEP_FIELDS = ("calls", "excluded", "memo", "cold_spans", "empty_when_captured", "never_runs", "assumed")
 # This process and a worker must never both block sending (each waiting for the other to read). What this process
 # sends is small (a file by its number in the jobs the worker was started with, a question), and it never has more
-# than FILES_AHEAD + 1 files and ASKED_AHEAD + 1 questions unanswered at a worker: far less than a pipe holds, so its
+# than JOBS_AHEAD + 1 files and ASKED_AHEAD + 1 questions unanswered at a worker: far less than a pipe holds, so its
 # sends never block, whatever the worker is sending.
-FILES_AHEAD = 1  # a worker holds its next file: it starts on it without waiting for this process to read its last
 ASKED_AHEAD = 64  # questions a worker holds: enough for its next 50 ms, few enough that one the walk waits on is read
 LOST = "none of its code was checked and calls through it were not followed (the hot path may miss what they reach)"
 DEEP_LOST = "its calls were not followed (the hot path may miss what they reach)"
@@ -113,15 +112,8 @@ class IndexPool:
 
     def __init__(self, workers: int, jobs: list[IndexJob]):
         self.jobs = jobs
-        self.connections: list[Connection] = []
-        self.processes = []
-        for _ in range(workers):
-            ours, theirs = multiprocessing.Pipe()
-            process = multiprocessing.Process(target=_serve, args=(theirs, jobs), daemon=True)
-            process.start()
-            theirs.close()
-            self.connections.append(ours)
-            self.processes.append(process)
+        self.workers = Workers(workers, _serve, (jobs,))
+        self.connections = self.workers.connections
         self.owner: dict[str, int] = {}  # path -> the worker holding its tree
         self.unasked: list[deque[tuple]] = [deque() for _ in range(workers)]  # per worker, questions not sent yet
         self.unanswered = [0] * workers  # per worker, questions sent whose answers are not read yet
@@ -129,33 +121,27 @@ class IndexPool:
 
     def index(self, advance: Callable[[], None] | None, digests: bool,
               meanwhile: Callable[[], None] | None = None) -> list[tuple[ModuleIndex, str] | Failure]:
-        """Each job's index (and with `digests`, its `index_digest`), the largest files first, each worker holding
-        FILES_AHEAD more than the one it works on; `meanwhile` runs here once the workers have their first files."""
+        """Each job's index (and with `digests`, its `index_digest`), the largest files first; `meanwhile` runs here
+        once the workers have their first files."""
         jobs = self.jobs
         order = deque(sorted(range(len(jobs)), key=lambda i: len(jobs[i][2]), reverse=True))
         results: list[tuple[ModuleIndex, str] | Failure | None] = [None] * len(jobs)
-        held: list[deque[int]] = [deque() for _ in self.connections]  # per worker, the jobs sent, in order
 
-        def feed(worker: int) -> None:
-            while order and len(held[worker]) <= FILES_AHEAD:
-                held[worker].append(order.popleft())
-                self.connections[worker].send(("index", held[worker][-1], digests))
+        def message(number: int) -> tuple:
+            return "index", number, digests
 
         for worker in range(len(self.connections)):
-            feed(worker)
+            self.workers.feed(worker, order, message)
         if meanwhile is not None:
             meanwhile()
-        while any(held):
-            for connection in wait([c for c, h in zip(self.connections, held) if h]):
-                worker = self.connections.index(connection)
-                position = held[worker].popleft()
-                answer = connection.recv_bytes()
-                feed(worker)
-                results[position] = ForkingPickler.loads(answer)
-                if not isinstance(results[position], Failure):
-                    self.owner[jobs[position][1]] = worker
-                if advance is not None:
-                    advance()
+        for worker, position in self.workers.finished():
+            answer = self.connections[worker].recv_bytes()
+            self.workers.feed(worker, order, message)  # before this index is unpickled: the worker goes on
+            results[position] = ForkingPickler.loads(answer)
+            if not isinstance(results[position], Failure):
+                self.owner[jobs[position][1]] = worker
+            if advance is not None:
+                advance()
         return results
 
     def ask(self, path: str, qualnames: list[str]) -> None:
@@ -198,11 +184,8 @@ class IndexPool:
 
     def close(self) -> None:
         """Stop the workers at once: they have nothing to flush (their trees need no freeing one by one), and one
-        may be blocked sending answers the walk never took. They are not waited for: the system frees their memory
-        while this process goes on (multiprocessing reaps them later; waiting took 0.07 s on 432k lines)."""
-        for connection, process in zip(self.connections, self.processes):
-            process.kill()
-            connection.close()
+        may be blocked sending answers the walk never took."""
+        self.workers.stop()
 
 
 class LazyFacts:
