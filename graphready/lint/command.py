@@ -21,7 +21,7 @@ from graphready.lint.files import SOURCE_SUFFIXES, relative
 from graphready.lint.progress import Progress
 from graphready.lint.projects import Run, lint_projects, shown_path
 from graphready.output import FORMATS, render
-from graphready.output.text import summary_text
+from graphready.output.summary import counted, summary_text
 
 LINT_FORMATS = tuple(f for f in FORMATS if f != "junit") + ("junit",)
 # What a lint run built dies with the process: the interpreter's last collections need not walk it (0.1-0.2 s of the
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         root = project.config.root
         recorded = [_at_root(f, root) for f in result.findings if f.rule != INTERNAL_ERROR]
         write_baseline(args.write_baseline, recorded)
-        print(f"graphready lint: recorded {_count(len(recorded), 'finding')} in {args.write_baseline}",
+        print(f"graphready lint: recorded {counted(len(recorded), 'finding')} in {args.write_baseline}",
               file=sys.stderr)
         return _failed(result, verbose, EXIT_CLEAN)
     if args.list_hot:
@@ -171,10 +171,6 @@ def _at_root(finding: Finding, root: Path) -> Finding:
     """The finding with its path relative to the project root again, as baselines record it."""
     finding.path = relative(Path(finding.path), root)
     return finding
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'s' * (number != 1)}"
 
 
 def _summary(result: Run) -> dict:

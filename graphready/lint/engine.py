@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import hashlib
 from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-from graphready.catalog import catalog_dir, load_catalog
+from graphready.catalog import RuleDoc, catalog_dir, load_catalog
 from graphready.config import Config
 from graphready.findings import Finding, Severity
 from graphready.lint.baseline import apply_baseline, assign_fingerprints, load_baseline
@@ -37,6 +37,9 @@ from graphready.sourcefile import SourceText, read_source
 from graphready.lint.scope.guards import Guards
 from graphready.lint.analysis.candidate import PARSE_ERROR, UNUSED_SUPPRESSION
 from graphready.lint.suppressions import parse_suppressions
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 PARALLEL_THRESHOLD = 8  # fewer files than this are not worth a process pool
 
@@ -322,12 +325,17 @@ class LintRun:
         self.selection = selection
         self.jobs = max(1, jobs)
         self.cache = LintCache(config.root, use_cache)
-        self.catalog = load_catalog()
         self.salt = config.fingerprint()
         self.failures: list[Failure] = []
         self.bare_chains: set[str] = set()  # hot functions whose branch tests could not be traced
         self.uncached: set[str] = set()  # files graphready failed on a function of: left out of the cache
         self.digests: dict[str, str] = {}  # path -> the digest its cache entry is kept under
+
+    @functools.cached_property
+    def catalog(self) -> dict[str, RuleDoc]:
+        """Read when a finding is made: a run whose whole result is cached never parses the catalog's TOML (a
+        quarter of such a run)."""
+        return load_catalog()
 
     def run(self, paths: list[Path], split: bool = True) -> LintResult:
         found = discover(self.config, paths, split)

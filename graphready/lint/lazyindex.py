@@ -12,9 +12,8 @@ import gc
 import hashlib
 import json
 from collections import deque
-from multiprocessing.connection import Connection
-from multiprocessing.reduction import ForkingPickler
-from typing import Callable
+import pickle
+from typing import TYPE_CHECKING, Callable
 
 from graphready.lint.analysis.deep import call_deep
 from graphready.lint.datacodec import encode
@@ -22,6 +21,9 @@ from graphready.lint.failures import Failure
 from graphready.lint.scope.guards import Guards
 from graphready.lint.scope.index import FunctionInfo, ModuleIndex, ModuleIndexer, module_indexer
 from graphready.lint.workers import Workers
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 DEEP_FIELDS = ("calls", "excluded", "memo", "cold_spans", "empty_when_captured", "never_runs", "assumed")
 # This process and a worker must never both block sending (each waiting for the other to read). What this process
@@ -137,7 +139,7 @@ class IndexPool:
         for worker, position in self.workers.finished():
             answer = self.connections[worker].recv_bytes()
             self.workers.feed(worker, order, message)  # before this index is unpickled: the worker goes on
-            results[position] = ForkingPickler.loads(answer)
+            results[position] = pickle.loads(answer)
             if not isinstance(results[position], Failure):
                 self.owner[jobs[position][1]] = worker
             if advance is not None:

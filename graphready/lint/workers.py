@@ -8,10 +8,11 @@ one it works on, so it never waits for this process to read a result and send th
 
 from __future__ import annotations
 
-import multiprocessing
 from collections import deque
-from multiprocessing.connection import Connection, wait
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
+
+if TYPE_CHECKING:  # multiprocessing is imported when workers start: a run whose result is cached starts none
+    from multiprocessing.connection import Connection
 
 JOBS_AHEAD = 1
 
@@ -20,6 +21,8 @@ class Workers:
     """`count` processes, each running `target(connection, *args)` on its end of a pipe."""
 
     def __init__(self, count: int, target: Callable[..., None], args: tuple):
+        import multiprocessing
+
         self.connections: list[Connection] = []
         self.processes = []
         self.held: list[deque[int]] = [deque() for _ in range(count)]  # per worker, the jobs sent, in order
@@ -42,6 +45,8 @@ class Workers:
     def finished(self) -> Iterator[tuple[int, int]]:
         """(worker, job number) as each job's result becomes readable, until no worker holds a job: the caller
         reads the result from `connections[worker]`."""
+        from multiprocessing.connection import wait
+
         while any(self.held):
             for connection in wait([c for c, h in zip(self.connections, self.held) if h]):
                 worker = self.connections.index(connection)

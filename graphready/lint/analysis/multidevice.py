@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import re
 
-MULTI_DEVICE = re.compile(r"torch\.cuda\.device\(|(?:range\(|%\s*)(?:torch\.cuda\.)?device_count\(\)"
-                          r"|for (?:\w+,\s*)?\w+ in (?:enumerate\()?[\w.]*(?:devices|devs|gpus|device_ids)\b"
-                          r"|torch\.device\([\"']cuda[\"'],\s*(\w+)\)\s+for\s+\1\s+in\b")
-SET_DEVICE = re.compile(r"set_device\(")
+# Each pattern with the words one of its matches must hold: a file without them is not searched (a plain substring
+# test is ~100x faster than the search, and most files hold none).
+MULTI_DEVICE = [
+    (("torch.cuda.device(",), re.compile(r"torch\.cuda\.device\(")),
+    (("device_count()",), re.compile(r"(?:range\(|%\s*)(?:torch\.cuda\.)?device_count\(\)")),
+    (("devices", "devs", "gpus", "device_ids"),
+     re.compile(r"for (?:\w+,\s*)?\w+ in (?:enumerate\()?[\w.]*(?:devices|devs|gpus|device_ids)\b")),
+    (("torch.device(",), re.compile(r"torch\.device\([\"']cuda[\"'],\s*(\w+)\)\s+for\s+\1\s+in\b")),
+    # `f"cuda:{i}"` computes a device; `{torch.cuda.current_device()}` and `{rank}` / `{self.local_rank}` name the
+    # one device of this process
+    (("cuda:{",), re.compile(r"f[\"']cuda:\{(?!(?:torch\.cuda\.)?current_device\(\)\}|[\w.]*rank\})")),
+]
 DEVICE_LITERAL = re.compile(r"[\"']cuda:(\d+)")
-# `f"cuda:{i}"` computes a device; `{torch.cuda.current_device()}` and `{rank}` / `{self.local_rank}` name the
-# one device of this process
-DEVICE_FSTRING = re.compile(r"f[\"']cuda:\{(?!(?:torch\.cuda\.)?current_device\(\)\}|[\w.]*rank\})")
 
 
 def handles_several_devices(source: str) -> bool:
@@ -20,5 +25,6 @@ def handles_several_devices(source: str) -> bool:
     a computed `f"cuda:{i}"`, two different `cuda:N` literals, or
     `set_device` called in two places. One `set_device(rank)` at a worker's start, one `"cuda:0"` or
     `f"cuda:{rank}"` is the process's one GPU, and `if device_count() < 2: skip` counts nothing."""
-    return bool(MULTI_DEVICE.search(source) or DEVICE_FSTRING.search(source)
-                or len(set(DEVICE_LITERAL.findall(source))) > 1 or len(SET_DEVICE.findall(source)) > 1)
+    if any(any(word in source for word in words) and pattern.search(source) for words, pattern in MULTI_DEVICE):
+        return True
+    return ("cuda:" in source and len(set(DEVICE_LITERAL.findall(source))) > 1) or source.count("set_device(") > 1

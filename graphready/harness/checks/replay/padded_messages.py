@@ -5,13 +5,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from graphready.harness.frames import Location
+from graphready.output.summary import counted
 
 _FIX = ("reset every buffer the graph reads in the pad branch (`zero_()`/`fill_()` to a value that points at a "
         "reserved padding slot) or write all the captured rows")
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def lines_at(locations: Sequence[Location | None], anchor: Location) -> str:
@@ -23,7 +20,7 @@ def lines_at(locations: Sequence[Location | None], anchor: Location) -> str:
 
 
 def _replayed(key: int, rows: int) -> str:
-    return f"the graph captured for {key} rows, replayed for {_count(rows, 'real row')} padded to {key}"
+    return f"the graph captured for {key} rows, replayed for {counted(rows, 'real row')} padded to {key}"
 
 
 def mismatch_message(key: int, rows: int, what: str, cause: str) -> str:
@@ -49,14 +46,14 @@ def shape_message(key: int, rows: int, name: str, got: tuple, want: tuple, real:
     else:
         why = "the graph cannot read it"
     return (f"the replay preparation hands the graph captured for {key} rows {name} of shape {got} for "
-            f"{_count(rows, 'real row')}, where the graph was captured with {want}: {why}; slice and pad every graph "
+            f"{counted(rows, 'real row')}, where the graph was captured with {want}: {why}; slice and pad every graph "
             "input to the captured batch (`buf[:bs]`, padded rows filled)")
 
 
 def raised_message(key: int, rows: int, exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     error = type(exc).__name__ + (f": {lines[0]}" if lines else "")
-    return (f"the replay preparation raised for {_count(rows, 'real row')} padded to the graph captured for {key} "
+    return (f"the replay preparation raised for {counted(rows, 'real row')} padded to the graph captured for {key} "
             f"({error}), while it prepares a full batch of {key} rows: something it builds is sized by the real "
             "batch where the graph takes the padded one; size it by the captured batch")
 
