@@ -11,8 +11,8 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-from collections import deque
 import pickle
+from collections import deque
 from typing import TYPE_CHECKING, Callable
 
 from graphready.lint.analysis.deep import call_deep
