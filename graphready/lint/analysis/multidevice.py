@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-# Each pattern with the words one of its matches must hold: a file without them is not searched (a plain substring
-# test is ~100x faster than the search, and most files hold none).
+# Each pattern with the words one of its matches must hold: a file without them is not searched (substring tests
+# are far cheaper than the search: 0.83 -> 0.15 s over SGLang's 432k lines, the same answers).
 MULTI_DEVICE = [
     (("torch.cuda.device(",), re.compile(r"torch\.cuda\.device\(")),
     (("device_count()",), re.compile(r"(?:range\(|%\s*)(?:torch\.cuda\.)?device_count\(\)")),
