@@ -8,10 +8,11 @@ cached under ~/.cache/graphready-bench/, shared with the engine benchmarks):
 - `100k`: the first ~100k lines of `sglang/srt/models` with every `forward` as a root.
 
 Each is timed in fresh processes by the wall clock, in one run: `graphready lint` cold (--no-cache), warm
-(nothing changed since the run that filled the cache), one file changed, and `ruff check --select ALL
---no-cache` on the same tree; the ratio to ruff is the number to compare (the machine may be shared).
-The findings of the cold, warm and one-changed runs must be the same; `--record DIR` writes them,
-`--expect DIR` fails when they differ from a recorded run (an optimisation must not change results).
+(nothing changed since the run that filled the cache), one file changed (a comment appended: no index changes),
+one function edited (a statement inserted: the file's lines move, the hot path is walked again), and `ruff check
+--select ALL --no-cache` on the same tree; the ratio to ruff is the number to compare (the machine may be shared).
+The findings of the cold, warm and one-changed runs must be the same (the edited run's as many); `--record DIR`
+writes them, `--expect DIR` fails when they differ from a recorded run (an optimisation must not change results).
 
     python benchmarks/lint_speed.py                       # both trees
     python benchmarks/lint_speed.py --trees sglang --profile   # where a cold and a warm run spend their time
@@ -24,6 +25,7 @@ Targets (issue 30): cold at most 4x ruff (goal 2x), warm under 0.3 s per 100k li
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import json
 import os
@@ -216,6 +218,21 @@ def change_one_file(project: Path) -> None:
         handle.write("# changed by lint_speed.py\n")
 
 
+def edit_one_function(project: Path) -> None:
+    """Insert a statement at the top of the first function of CHANGED_FILE (or the largest file) that has a body of
+    statements: its code changes and every line below it moves, so its index changes and the hot path is walked
+    again, as after most real edits (a comment at the end changes neither)."""
+    target = project / CHANGED_FILE
+    if not target.is_file():
+        target = max(project.rglob("*.py"), key=lambda p: p.stat().st_size)
+    lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
+    first = next(node.body[0] for node in ast.walk(ast.parse("".join(lines)))
+                 if isinstance(node, ast.FunctionDef) and node.body[0].lineno > node.lineno
+                 and not lines[node.body[0].lineno - 1][:node.body[0].col_offset].strip())  # on a line of its own
+    lines.insert(first.lineno - 1, " " * first.col_offset + "_edited_by_lint_speed = 0\n")
+    target.write_text("".join(lines), encoding="utf-8")
+
+
 def run_tree(project: Path, jobs: int) -> list[Timing]:
     timings = [ruff_once(project), lint_once(project, jobs, use_cache=False, mode="cold")]
     shutil.rmtree(project / ".graphready_cache", ignore_errors=True)
@@ -223,6 +240,8 @@ def run_tree(project: Path, jobs: int) -> list[Timing]:
     timings.append(lint_once(project, jobs, use_cache=True, mode="warm"))
     change_one_file(project)
     timings.append(lint_once(project, jobs, use_cache=True, mode="one changed"))
+    edit_one_function(project)
+    timings.append(lint_once(project, jobs, use_cache=True, mode="one edited"))
     timings.append(ruff_once(project))
     return timings
 
@@ -258,7 +277,7 @@ def render(label: str, files: int, lines: int, rounds: list[list[Timing]]) -> st
             verdict = f"{'met' if ratio <= COLD_TARGET_X_RUFF else 'MISSED'} (<= {COLD_TARGET_X_RUFF:g}x ruff)"
         elif t.mode == "warm":
             verdict = f"{'met' if per_100k <= WARM_TARGET_S_PER_100K else 'MISSED'} (<= {WARM_TARGET_S_PER_100K} s/100k)"
-        elif t.mode == "one changed":
+        elif t.mode in ("one changed", "one edited"):
             verdict = f"{'met' if t.seconds < CHANGED_TARGET_S else 'MISSED'} (< {CHANGED_TARGET_S:g} s)"
         rows.append(f"{t.tool:<11}{t.mode:<14}{t.seconds:>9.2f}{t.cpu_seconds:>8.2f}{per_100k:>8.2f}"
                     f"{ratio if t.mode == 'cold' else t.seconds / ruff:>8.1f}  {verdict}")
@@ -387,7 +406,11 @@ def trees(args: argparse.Namespace) -> list[tuple[str, TreeSpec, list[tuple[str,
 def compare(spec: TreeSpec, timings: list[Timing], args: argparse.Namespace) -> list[str]:
     """Problems: findings that differ between this run's modes, or from a recorded run."""
     runs = [t for t in timings if t.tool == "graphready"]
+    edited = [t for t in runs if t.mode == "one edited"]  # lines moved in the edited file: compared by count
+    runs = [t for t in runs if t.mode != "one edited"]
     problems = [f"{spec.name}: {t.mode} findings differ from cold" for t in runs[1:] if t.findings != runs[0].findings]
+    problems += [f"{spec.name}: {t.mode} found {len(json.loads(t.findings))} findings, cold {len(json.loads(runs[0].findings))}"
+                 for t in edited if len(json.loads(t.findings)) != len(json.loads(runs[0].findings))]
     if args.record is not None:
         args.record.mkdir(parents=True, exist_ok=True)
         (args.record / f"{spec.name}.json").write_text(runs[0].findings, encoding="utf-8")
