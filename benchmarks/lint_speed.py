@@ -405,12 +405,12 @@ def trees(args: argparse.Namespace) -> list[tuple[str, TreeSpec, list[tuple[str,
 
 def compare(spec: TreeSpec, timings: list[Timing], args: argparse.Namespace) -> list[str]:
     """Problems: findings that differ between this run's modes, or from a recorded run."""
-    runs = [t for t in timings if t.tool == "graphready"]
-    edited = [t for t in runs if t.mode == "one edited"]  # lines moved in the edited file: compared by count
-    runs = [t for t in runs if t.mode != "one edited"]
+    runs = [t for t in timings if t.tool == "graphready" and t.mode != "one edited"]
     problems = [f"{spec.name}: {t.mode} findings differ from cold" for t in runs[1:] if t.findings != runs[0].findings]
-    problems += [f"{spec.name}: {t.mode} found {len(json.loads(t.findings))} findings, cold {len(json.loads(runs[0].findings))}"
-                 for t in edited if len(json.loads(t.findings)) != len(json.loads(runs[0].findings))]
+    cold = len(json.loads(runs[0].findings))
+    for edited in (t for t in timings if t.mode == "one edited"):  # lines moved in the edited file: compared by count
+        if len(json.loads(edited.findings)) != cold:
+            problems.append(f"{spec.name}: one edited found {len(json.loads(edited.findings))} findings, cold {cold}")
     if args.record is not None:
         args.record.mkdir(parents=True, exist_ok=True)
         (args.record / f"{spec.name}.json").write_text(runs[0].findings, encoding="utf-8")

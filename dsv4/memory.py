@@ -1,8 +1,8 @@
 """GPU memory a DeepSeek-V4 model needs on each of N devices, known before anything is loaded.
 
 Per device: the stored weights placed there (their real sizes read from a checkpoint's shard headers, or the
-synthetic format's sizes), the bf16 copies the model keeps of its quantized dense linears, the fp32 copies of the
-compressor projections, the bf16 head on the last device, and a fixed reserve for the CUDA context, caches,
+synthetic format's sizes), the bf16 copies the model keeps of its quantized dense linears, the stacked bf16 copy of
+each compressor's projections, the bf16 head on the last device, and a fixed reserve for the CUDA context, caches,
 kernel workspaces and captured graphs. The globals load on the first device before the model moves the head
 to the last, so both count them.
 """
@@ -29,7 +29,7 @@ class DeviceNeed:
     index: int
     layers: tuple[int, ...]
     weights: int  # stored weights loaded onto this device
-    copies: int  # bf16 copies of dense linears, fp32 compressor projections, the head on the last device
+    copies: int  # bf16 copies of dense linears and compressor projections, the head on the last device
     reserve: int = RESERVE_BYTES
 
     @property
@@ -78,7 +78,7 @@ def memory_needed(config: DSV4Config, n_devices: int, checkpoint: str | None = N
     """What each of ``n_devices`` holds at its peak while the model is built and checked (``mtp``: with the MTP
     layer, which lives on the last device next to the head)."""
     per_layer, globals_bytes = _stored_by_layer(config, checkpoint, fmt)
-    head = 2 * config.vocab_size * config.hidden_size  # bf16, as `head_tensor` keeps it
+    head = 2 * config.vocab_size * config.hidden_size  # bf16, as `fp32_gemm_weight` keeps it
     needs = []
     for index, layers in enumerate(_device_layers(config, n_devices)):
         last = index == n_devices - 1

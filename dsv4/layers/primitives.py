@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from dsv4.layers.fp8_quant import fused_fp8_fake_quant
-from dsv4.layers.hadamard_fp4 import fused_hadamard_fp4
 from dsv4.layers.fp32_matvec import fp32_matvec
+from dsv4.layers.hadamard_fp4 import fused_hadamard_fp4
 from dsv4.layers.norm_rope import NORM_BF16, NORM_FP32, NORM_NONE, fused_norm_rope
 
 FP8_MAX = 448.0

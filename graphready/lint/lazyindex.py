@@ -169,6 +169,10 @@ class IndexPool:
         """Read the answers the worker has sent, and send it the questions it has room for."""
         while self.unanswered[worker] and self.connections[worker].poll():
             self._read(worker)
+        self._top_up(worker)
+
+    def _top_up(self, worker: int) -> None:
+        """Send the worker the questions not sent yet, up to ASKED_AHEAD unanswered."""
         while self.unasked[worker] and self.unanswered[worker] < ASKED_AHEAD:
             self._send(worker, self.unasked[worker].popleft())
 
@@ -181,8 +185,7 @@ class IndexPool:
         self.unanswered[worker] -= 1
         for qualname, facts in found.items():
             self.answers[(path, qualname)] = facts
-        if self.unasked[worker] and self.unanswered[worker] < ASKED_AHEAD:
-            self._send(worker, self.unasked[worker].popleft())
+        self._top_up(worker)
 
     def close(self) -> None:
         """Stop the workers at once: they have nothing to flush (their trees need no freeing one by one), and one
