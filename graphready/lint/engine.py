@@ -30,7 +30,7 @@ from graphready.lint.scope.conditions import BranchTests
 from graphready.lint.scope.hotpath import (
     CAPTURE_STEP, HotSet, Project, _matches as matches_root, find_hot, untaken_fallbacks,
 )
-from graphready.lint.lazyindex import IndexPool, LazyFacts, index_digest, index_file
+from graphready.lint.lazyindex import IndexPool, LazyFacts, deep_digest, function_lines, index_digest, index_file
 from graphready.lint.workers import Workers
 from graphready.lint.scope.index import FunctionInfo, ModuleIndex
 from graphready.sourcefile import SourceText, read_source
@@ -75,14 +75,26 @@ class LintResult:
 
 
 @dataclass
+class WalkedFile:
+    """What the hot walk read of one file besides its index as first made: the deep facts it worked out."""
+
+    digest: str  # of the file's bytes when they were read
+    deep: list[str]  # the functions whose deep facts were worked out
+    deep_digest: str  # of those facts, lines as ranks (lazyindex.deep_digest)
+
+
+@dataclass
 class ProjectStage:
-    """What a run works out from all of the indexes together: kept in the cache under a key of every index, so a
+    """What a run works out from all of the indexes together: kept in the cache under a key of every index as first
+    made, and used again where each file changed since still reads the same to the walk (`LintRun._carried`), so a
     run that reuses it reads only the indexes of the files it analyses again."""
 
     hot: HotSet
     facts: ProjectFacts
     targets: dict[str, list[str]]  # path -> the functions the rules check (hot, or holding capture sites ...)
     parse_errors: dict[str, tuple[int, int, str]]  # path -> where and why the stdlib parser gave up
+    files: dict[str, WalkedFile] = field(default_factory=dict)
+    via_ranks: dict[str, int] = field(default_factory=dict)  # hot.via's lines as ranks among their callers' lines
 
 
 class _Indexes:
@@ -269,6 +281,17 @@ def _one_per_line(hits: list[Candidate]) -> list[Candidate]:
     return list(first.values())
 
 
+def _shifted(hits: list[Candidate], by: int) -> list[Candidate]:
+    """A function's hits with their lines moved by `by`: kept as offsets from its first line (an edit above it
+    moves it, not its hits)."""
+    return [replace(hit, line=hit.line + by, end_line=hit.end_line + by) for hit in hits]
+
+
+def _within(hits: list[Candidate], span: tuple[int, int]) -> bool:
+    """Every hit lies in the function's lines (`span`): one outside would not move with them, so is not kept."""
+    return all(span[0] <= hit.line and hit.end_line <= span[1] for hit in hits)
+
+
 def _checked(info: FunctionInfo, hot: HotSet) -> bool:
     """The rules run on hot functions, and on any holding a capture site, `graph(`/`.replay(` or padded rows."""
     return bool(info.key in hot or info.capture_bodies or info.mentions_graph or info.padded_rows)
@@ -386,6 +409,10 @@ class LintRun:
                 indexes, index_digests = self._index(python, lazy)
                 stage_key = self._stage_key(index_digests) if len(index_digests) == len(python) else None
                 stage = self.cache.project_stage(stage_key, ProjectStage) if stage_key else None
+                carried = self._carried(stage, python, indexes, lazy) if stage is not None else None
+                if carried is not None and carried is not stage and stage_key and not self.failures:
+                    self.cache.save_project_stage(stage_key, carried)
+                stage = carried
                 every = indexes.every() if stage is None else None
             project = None
             if every is not None:
@@ -451,6 +478,40 @@ class LintRun:
         stated = repr((run_stamp(catalog_dir()), self._stated_config(), sorted(index_digests.items())))
         return hashlib.blake2b(stated.encode(), digest_size=16).hexdigest()
 
+    def _carried(self, stage: ProjectStage, sources: list[_Source], indexes: _Indexes,
+                 lazy: LazyFacts) -> ProjectStage | None:
+        """The last run's stage, if each file changed since reads the same to the walk: its index as first made
+        alike (the stage's key says so) and the deep facts of the functions the walk worked out alike, lines as
+        ranks. The calls' lines the stage holds (`hot.via`) are moved to where they are now. None otherwise."""
+        changed = [source for source in sources if source.rel not in stage.files
+                   or stage.files[source.rel].digest != source.digest]
+        if not changed:
+            return stage
+        failures = len(self.failures)
+        files = dict(stage.files)
+        for source in changed:
+            walked = files.get(source.rel)
+            index = indexes[source.rel]
+            if walked is None or not all(qualname in index.functions for qualname in walked.deep):
+                return None
+            for qualname in walked.deep:
+                lazy.fill(source.rel, index.functions[qualname])
+            if len(self.failures) > failures or deep_digest(index) != (walked.deep, walked.deep_digest):
+                return None
+            files[source.rel] = replace(walked, digest=source.digest)
+        moved = {index.module: index for index in (indexes[source.rel] for source in changed)}
+        via = dict(stage.hot.via)
+        for callee, line in stage.hot.via.items():
+            caller = stage.hot.chains[callee][-2].removesuffix(CAPTURE_STEP)
+            module, _, qualname = caller.partition(":")
+            if module in moved:
+                lines = function_lines(moved[module], [qualname]).get(qualname, [])
+                rank = stage.via_ranks.get(callee, -1)
+                if not 0 <= rank < len(lines):
+                    return None
+                via[callee] = lines[rank]
+        return replace(stage, hot=replace(stage.hot, via=via), files=files)
+
     def _project_stage(self, indexes: dict[str, ModuleIndex], project: Project) -> ProjectStage:
         """Check the configured roots and facts against the project, find the hot path, collect the facts every
         file's analysis reads."""
@@ -474,7 +535,25 @@ class LintRun:
         targets = {rel: names for rel, index in indexes.items()
                    if (names := [info.qualname for info in index.functions.values() if _checked(info, hot)])}
         errors = {rel: index.parse_error for rel, index in indexes.items() if index.parse_error}
-        return ProjectStage(hot, facts, targets, errors)
+        if not self.cache.enabled:
+            return ProjectStage(hot, facts, targets, errors)
+        files = {rel: WalkedFile(self.digests[rel], *deep_digest(index)) for rel, index in indexes.items()}
+        return ProjectStage(hot, facts, targets, errors, files, self._via_ranks(hot, project))
+
+    @staticmethod
+    def _via_ranks(hot: HotSet, project: Project) -> dict[str, int]:
+        """Each `hot.via` line as its rank among its caller's lines: where it is after an edit that moves lines."""
+        wanted: dict[str, list[tuple[str, str, int]]] = {}
+        for callee, line in hot.via.items():
+            module, _, qualname = hot.chains[callee][-2].removesuffix(CAPTURE_STEP).partition(":")
+            wanted.setdefault(module, []).append((callee, qualname, line))
+        ranks: dict[str, int] = {}
+        for module, calls in wanted.items():
+            lines = function_lines(project.modules[module], sorted({qualname for _, qualname, _ in calls}))
+            for callee, qualname, line in calls:
+                found = lines.get(qualname, [])
+                ranks[callee] = found.index(line) if line in found else -1
+        return ranks
 
     def _check_roots(self, project: Project) -> None:
         """A hot-paths entry of the project's own that names no function is a typo or a stale
@@ -641,7 +720,7 @@ class LintRun:
         stored = cached and self.cache.enabled  # with --no-cache no hit is looked up or kept: no key is worked out
         project_salt = shared.digest() if stored else ""
         results: dict[str, list[Candidate]] = {}
-        pending: list[tuple] = []  # (source, file key, targets' qualnames, function keys, cached hits, FileJob or None)
+        pending: list[tuple] = []  # (source, file key, targets' lines by qualname, function keys, cached hits, FileJob or None)
         for source in sources:
             if checked is not None:
                 names = checked.get(source.rel, [])
@@ -677,7 +756,9 @@ class LintRun:
             keys: dict[str, str] = {}  # qualname -> function key: worked out here only to look hits up
             if entry is not None and entry.functions:
                 keys = function_keys(index, source.text, targets, hot_keys, warm_up, host_params, project_salt)
-            known = {qualname: entry.functions[k] for qualname, k in keys.items() if k in entry.functions}
+            spans = {info.qualname: (info.first_line, info.end_lineno) for info, _ in targets}
+            known = {qualname: _shifted(entry.functions[k], spans[qualname][0]) for qualname, k in keys.items()
+                     if k in entry.functions}
             wanted = {info.qualname for info, _ in targets} - known.keys()
             job = None
             if wanted:
@@ -686,24 +767,24 @@ class LintRun:
                 job = FileJob(index.module, source.rel, source.text, index.imports, index.global_calls,
                               index.global_containers, index.classes, targets, index.functions, hot_keys, *warm_up,
                               host_params, wanted, project_salt if entry is not None and not keys else None)
-            pending.append((source, key, [info.qualname for info, _ in targets], keys, known, job))
+            pending.append((source, key, spans, keys, known, job))
         jobs = [p[5] for p in pending if p[5] is not None]
         advance = self._phase("analysing", jobs) if cached else None  # --statistics' second pass: no bar
         analysed = iter(_map(_analyze_job, jobs, self.jobs, advance,
                              cost=lambda job: sum(info.end_lineno - info.first_line for info, _ in job.targets),
                              setup=(_share_project_facts, (shared,))))
-        for source, key, order, keys, known, job in pending:
+        for source, key, spans, keys, known, job in pending:
             found, failures, made_keys = next(analysed) if job is not None else ({}, [], {})
             found.update(known)
             keys = keys or made_keys
-            results[source.rel] = [hit for qualname in ["", *order] for hit in found.get(qualname, [])]
+            results[source.rel] = [hit for qualname in ["", *spans] for hit in found.get(qualname, [])]
             self.failures += failures
             entry = self.cache.get(source.rel, source.digest) if stored else None
             if entry is None:
                 continue
             failed = {failure.name for failure in failures}  # a fixed graphready must analyse these again
-            entry.functions = {k: found[qualname] for qualname, k in keys.items()
-                               if qualname in found and qualname not in failed}
+            entry.functions = {k: _shifted(found[qualname], -spans[qualname][0]) for qualname, k in keys.items()
+                               if qualname in found and qualname not in failed and _within(found[qualname], spans[qualname])}
             if not failures:
                 entry.analysis = {key: results[source.rel]}
             self.cache.put(source.rel, entry)

@@ -20,6 +20,7 @@ from graphready.lint.datacodec import encode
 from graphready.lint.failures import Failure
 from graphready.lint.scope.guards import Guards
 from graphready.lint.scope.index import FunctionInfo, ModuleIndex, ModuleIndexer, module_indexer
+from graphready.lint.scope.positions import lines_of, ranked
 from graphready.lint.workers import Workers
 
 if TYPE_CHECKING:
@@ -46,9 +47,57 @@ def index_file(job: IndexJob) -> ModuleIndexer | Failure:
 
 
 def index_digest(index: ModuleIndex) -> str:
-    """Of a lazy index as first made: files indexed alike give the same hot path."""
-    text = json.dumps(encode(index), separators=(",", ":"))
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    """Of what the hot walk reads of an index before it works out any function's deep facts, each function's lines
+    as ranks (scope/positions.py): files alike in it, and in the deep facts of the functions the walk works out
+    (`deep_digest`), give the same hot path."""
+    encoded = encode(index)
+    uses = _uses_by_function(index)
+    ranks: dict[str, dict[int, int]] = {}
+    functions = {}
+    for qualname, info in encoded.get("functions", {}).items():
+        shallow = {name: value for name, value in info.items() if name not in DEEP_FIELDS and name != "deep"}
+        key = index.functions[qualname].key
+        functions[qualname], ranks[key] = ranked(shallow, uses.get(key, ()))
+    encoded["functions"] = functions
+    encoded["class_uses"] = _ranked_uses(index, ranks)
+    return _digest(encoded)
+
+
+def deep_digest(index: ModuleIndex) -> tuple[list[str], str]:
+    """The functions of the index whose deep facts are worked out, and a digest of those facts with each function's
+    lines as ranks (its uses of classes among them): with `index_digest`, all that the walk reads of the file."""
+    uses = _uses_by_function(index)
+    deep = [info for info in index.functions.values() if info.deep]
+    facts = [ranked(encode(info), uses.get(info.key, ()))[0] for info in deep]
+    return [info.qualname for info in deep], _digest(facts)
+
+
+def function_lines(index: ModuleIndex, qualnames: list[str]) -> dict[str, list[int]]:
+    """Each named function's lines as `deep_digest` ranks them: a rank there is a position in this list."""
+    uses = _uses_by_function(index)
+    return {qualname: lines_of(encode(info), uses.get(info.key, ()))
+            for qualname in qualnames if (info := index.functions.get(qualname)) is not None}
+
+
+def _uses_by_function(index: ModuleIndex) -> dict[str, list[int]]:
+    """Function key -> the lines of its uses of classes (the walk asks whether each runs)."""
+    found: dict[str, list[int]] = {}
+    for uses in index.class_uses.values():
+        for key, line in uses:
+            found.setdefault(key, []).append(line)
+    return found
+
+
+def _ranked_uses(index: ModuleIndex, ranks: dict[str, dict[int, int]]) -> dict[str, list[list]]:
+    """`class_uses` with each line as its rank among the holding function's lines (module-level uses: among theirs)."""
+    others = {key: {line: rank for rank, line in enumerate(sorted(set(lines)))}
+              for key, lines in _uses_by_function(index).items() if key not in ranks}
+    return {name: [[key, (ranks[key] if key in ranks else others[key])[line]] for key, line in uses]
+            for name, uses in index.class_uses.items()}
+
+
+def _digest(value: object) -> str:
+    return hashlib.blake2b(json.dumps(value, separators=(",", ":")).encode(), digest_size=16).hexdigest()
 
 
 def deepen(indexer: ModuleIndexer, qualnames: list[str]) -> dict[str, tuple | Failure]:

@@ -88,12 +88,16 @@ def test_a_fact_a_cached_function_read_changes_its_hits(project, analysed, capsy
     assert _findings(capsys, "--no-cache") == [(16, "GR101")]
 
 
-def test_a_moved_function_is_analysed_again_with_its_new_lines(project, analysed, capsys):
+def test_a_moved_function_keeps_its_hits_at_its_new_lines(project, analysed, capsys):
     assert _findings(capsys) == [(9, "GR103"), (16, "GR101")]
     analysed.clear()
     (project / "step.py").write_text(STEP.replace("import torch\n", "import torch\n\nLIMIT = 4\n"))
     assert _findings(capsys) == [(11, "GR103"), (18, "GR101")]
-    assert sorted(analysed) == ["other", "step"]
+    assert analysed == []  # lines moved above them: their text and facts are as they were
+    (project / "step.py").write_text(STEP.replace("    y = helper(x)\n", "    z = 0\n    y = helper(x)\n"))
+    assert _findings(capsys) == [(10, "GR103"), (17, "GR101")]
+    assert analysed == ["step"]  # its own text changed; `other` only moved
+    assert _findings(capsys, "--no-cache") == [(10, "GR103"), (17, "GR101")]
 
 
 def test_the_hot_path_is_walked_again_only_when_an_index_changes(project, monkeypatch, capsys):
@@ -109,3 +113,42 @@ def test_the_hot_path_is_walked_again_only_when_an_index_changes(project, monkey
     (project / "helpers.py").write_text(HELPERS + "\n\ndef more(x):\n    return helper(x)\n")
     assert _findings(capsys) == [(9, "GR103"), (16, "GR101")]
     assert len(walks) == 2
+    (project / "step.py").write_text(STEP.replace("import torch\n", "import torch\n\nlimit = 4\n"))
+    assert _findings(capsys) == [(11, "GR103"), (18, "GR101")]
+    assert len(walks) == 2  # lines moved, each function's in the same order: the walk reads the same
+
+
+def test_a_call_changed_within_its_lines_is_walked_again(project_tree, monkeypatch, capsys):
+    """The call a hot function makes changed, not its lines: the index as first made is the same, its deep facts
+    are not. Such a run once kept the old hot path and missed the `.item()` now reached."""
+    helpers = HELPERS + "\n\ndef quiet(x):\n    return x\n\n\ndef loud(x):\n    return x.item()\n"
+    root = project_tree({"step.py": "from graphready import hot_path\nfrom helpers import quiet, loud\n\n\n"
+                                    "@hot_path\ndef step(x):\n    return quiet(x)\n", "helpers.py": helpers})("")
+    monkeypatch.chdir(root)
+    assert _findings(capsys) == []
+    (root / "step.py").write_text((root / "step.py").read_text().replace("quiet(x)", "loud(x)"))
+    assert _findings(capsys) == [(13, "GR101")]
+
+
+def test_a_carried_hot_path_shows_the_branch_tests_at_their_new_lines(project_tree, monkeypatch, capsys):
+    """The hot path of the last run, used again after lines moved, points each chain's step at the call where it
+    is now: the branch test shown is the one the call sits under."""
+    step = ("from graphready import hot_path\n\n\n@hot_path\ndef step(x, mode):\n    y = x + 1\n"
+            "    if mode == 'sync':\n        return read(y)\n    return y\n\n\ndef read(y):\n    return y.item()\n")
+    root = project_tree({"step.py": step})("")
+    monkeypatch.chdir(root)
+    from graphready.lint import engine
+
+    walks = []
+    find_hot = engine.find_hot
+    monkeypatch.setattr(engine, "find_hot", lambda *args, **kwargs: walks.append(1) or find_hot(*args, **kwargs))
+
+    def report(*args) -> list[tuple[int, list[str]]]:
+        main(["lint", "--format", "json", "-j", "1", *args])
+        return [(f["line"], f["hot_chain"]) for f in json.loads(capsys.readouterr().out)["findings"]]
+
+    assert report() == [(13, ["step:step", "step:read [if mode == 'sync']"])]
+    (root / "step.py").write_text(step.replace("    y = x + 1\n", "    y = x + 1\n    z = y\n    z = z\n"))
+    assert report() == [(15, ["step:step", "step:read [if mode == 'sync']"])]
+    assert len(walks) == 1  # the hot path carried over
+    assert report("--no-cache") == [(15, ["step:step", "step:read [if mode == 'sync']"])]

@@ -3,8 +3,9 @@
 The rules see a function's own text and index facts, the facts of its module (imports, module-level calls and
 containers, classes, the globals its file's hot code rebinds, the hot and warm-up sets) and, for a method, the
 hot methods of its class (they teach it what `self.*` holds). A key made of exactly these lets an edit re-analyse
-only the functions it can change: a comment, or a cold function, changes no hot function's key. Plain text and
-index data, so no libcst is imported to find that nothing needs analysing.
+only the functions it can change: a comment, a cold function, or lines moved above it change no hot function's
+key (its lines are offsets from its first; its hits are kept so too). Plain text and index data, so no libcst is
+imported to find that nothing needs analysing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 from graphready.lint.analysis.multidevice import handles_several_devices
 from graphready.lint.datacodec import encode
 from graphready.lint.scope.index import FunctionInfo, ModuleIndex
+from graphready.lint.scope.positions import offsets
 
 
 def _digest(value: object) -> str:
@@ -29,7 +31,7 @@ def function_keys(index: ModuleIndex, text: str, targets: list[tuple[FunctionInf
 
     def own(info: FunctionInfo, hot: bool) -> tuple:
         source = "".join(lines[info.first_line - 1:info.end_lineno])
-        return json.dumps(encode(info), sort_keys=True), hot, source, host_params.get(info.key)
+        return json.dumps(offsets(encode(info), info), sort_keys=True), hot, source, host_params.get(info.key)
 
     module = _digest((
         index.module, sorted(index.imports.items()), sorted(index.global_calls.items()),
