@@ -1,12 +1,12 @@
 """The per-project cache: file index and rule results keyed by content, so warm runs skip parsing.
 
-One JSON file under `<root>/.graphready_cache/`, read once and written once per run. Each file's entry holds its
-digests and whole-file hits as JSON and its index as a JSON text of its own, decoded only when used (a run that reuses
-the hot path decodes few) and written back as read unless it changed (a run that re-indexes one file encodes one
-entry, not 800); a small second one holding the last run's whole result under a key of every
-file's digest and every setting: a run where nothing changed reads only that (pre-commit on an untouched tree);
-and a third holding its hot path under a key of every file's index: an edit that leaves every index as it was (a
-comment, an expression within its lines) walks no call graph. JSON, not
+Under `<root>/.graphready_cache/`: one JSON file read once and written once per run, each file's entry in it holding
+its digests and whole-file hits; beside it one JSON file per source file holding its index and hits per function,
+read only when used (a run that reuses the hot path reads few) and written only when they changed (a run after an
+edit writes one: rewriting them all in one file was a fifth of such a run on 432k lines); a small second one
+holding the last run's whole result under a key of every file's digest and every setting: a run where nothing
+changed reads only that (pre-commit on an untouched tree); and a third holding its hot path under a key of every
+file's index, used again while the files changed since read the same to the walk (lint/engine.py). JSON, not
 pickle, because linting untrusted pull requests is a documented use: a planted cache file must
 never run code. Plain JSON from the standard library rather than msgpack keeps the install at
 libcst and rich. Every entry is checked against the index classes' type hints when it is used;
@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -31,8 +32,7 @@ CACHE_DIR = ".graphready_cache"
 FORMAT = "graphready-lint-cache"
 RUN_FORMAT = "graphready-lint-run"
 PROJECT_FORMAT = "graphready-lint-project"
-BODY = ("index", "functions")  # the fields of an entry kept as a JSON text: what only a file analysed again reads
-BODY_TEXT = "body"
+BODY = ("index", "functions")  # the fields of an entry kept in a file of its own: what only a file analysed again reads
 Result = TypeVar("Result")
 
 
@@ -66,6 +66,7 @@ class LintCache:
     def __init__(self, root: Path, enabled: bool):
         self.stamp = _code_stamp()
         self.path = root / CACHE_DIR / f"lint-{self.stamp}.json"
+        self.bodies = root / CACHE_DIR / f"bodies-{self.stamp}"
         self.run_path = root / CACHE_DIR / f"run-{self.stamp}.json"
         self.project_path = root / CACHE_DIR / f"project-{self.stamp}.json"
         self.enabled = enabled
@@ -96,17 +97,14 @@ class LintCache:
         data = self._parsed(rel) if entry is None else None
         if data is not None:
             try:
-                entry = self.entries[rel] = decode(CacheEntry, self._whole(data))
-            except (ShapeError, TypeError, ValueError, RecursionError):  # not JSON, the wrong shape
+                entry = self.entries[rel] = decode(CacheEntry, self._whole(rel, data))
+            except (ShapeError, TypeError, ValueError, RecursionError, OSError):  # missing, not JSON, the wrong shape
                 self._drop(rel)
         return entry
 
-    @staticmethod
-    def _stored(entry: CacheEntry) -> dict:
-        """An entry as saved: what every run reads of it, and the rest (the index) as one JSON text."""
-        encoded = encode(entry)
-        body = {name: encoded.pop(name) for name in BODY if name in encoded}
-        return {**encoded, BODY_TEXT: json.dumps(body, separators=(",", ":"))}
+    def body_path(self, rel: str) -> Path:
+        """Where the index and hits per function of the file at `rel` are kept."""
+        return self.bodies / f"{hashlib.blake2b(rel.encode(), digest_size=12).hexdigest()}.json"
 
     def index_digest(self, rel: str, file_digest: str) -> str | None:
         """The `index_digest` of the file's entry if it is current, read without decoding the rest of it (a run
@@ -143,12 +141,14 @@ class LintCache:
             return None
         return found
 
-    def _whole(self, data: dict) -> dict:
-        """An entry as read with its index parsed from its text: ValueError or TypeError if it is not JSON."""
-        body = json.loads(data[BODY_TEXT]) if BODY_TEXT in data else {}
-        if not isinstance(body, dict) or not set(body) <= set(BODY):
-            raise ShapeError("the index text of an entry is no index")
-        return {**{k: v for k, v in data.items() if k != BODY_TEXT}, **body}
+    def _whole(self, rel: str, data: dict) -> dict:
+        """An entry as read with its index and hits per function from their file: OSError if it is missing,
+        ValueError if it is not JSON or was written for another version of the file."""
+        with self.body_path(rel).open("rb") as handle:
+            body = json.load(handle)
+        if not (isinstance(body, dict) and body.pop("digest", None) == data.get("digest") and set(body) <= set(BODY)):
+            raise ShapeError("the index file of an entry is not its index")
+        return {**data, **body}
 
     def _drop(self, rel: str) -> None:
         self.raw.pop(rel, None)
@@ -170,10 +170,23 @@ class LintCache:
         self.changed.discard(rel)
 
     def save(self) -> None:
+        """Each changed entry's index file, then the file of entries (a reader that finds an index file of another
+        digest than its entry's remakes the index)."""
         if not (self.enabled and self.dirty):
             return
         entries = dict(self.raw)
-        entries.update((rel, self._stored(self.entries[rel])) for rel in self.changed)
+        try:
+            for stale in self.path.parent.glob("bodies-*"):
+                if stale != self.bodies:
+                    shutil.rmtree(stale, ignore_errors=True)
+            self.bodies.mkdir(parents=True, exist_ok=True)
+            for rel in self.changed:
+                encoded = encode(self.entries[rel])
+                body = {"digest": encoded["digest"], **{name: encoded.pop(name) for name in BODY if name in encoded}}
+                self._replace(self.body_path(rel), body)
+                entries[rel] = encoded
+        except (OSError, RecursionError):
+            return  # a read-only checkout still lints, just without a cache
         self._write(self.path, "lint-", {"format": FORMAT, "stamp": self.stamp, "entries": entries})
 
     def _write(self, path: Path, prefix: str, document: dict) -> None:
@@ -184,11 +197,16 @@ class LintCache:
             for stale in path.parent.glob(f"{prefix}*"):
                 if stale != path:
                     stale.unlink()
-            temporary = path.with_suffix(f".{os.getpid()}.tmp")
-            temporary.write_text(json.dumps(document, separators=(",", ":")), encoding="utf-8")
-            temporary.replace(path)
+            self._replace(path, document)
         except (OSError, RecursionError):
             pass  # a read-only checkout still lints, just without a cache
+
+    @staticmethod
+    def _replace(path: Path, document: dict) -> None:
+        """Write `path` whole: a reader sees the old file or the new one."""
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(document, separators=(",", ":")), encoding="utf-8")
+        temporary.replace(path)
 
     def run_result(self, key: str, kind: type[Result]) -> Result | None:
         """The whole result of the last run, if it was made under `key` (every file digest and setting)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import hashlib
 from collections import Counter, deque
@@ -12,7 +11,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from graphready.catalog import RuleDoc, catalog_dir, load_catalog
+from graphready.catalog import catalog_dir, rule_doc
 from graphready.config import Config
 from graphready.findings import Finding, Severity
 from graphready.lint.baseline import apply_baseline, assign_fingerprints, load_baseline
@@ -76,11 +75,11 @@ class LintResult:
 
 @dataclass
 class WalkedFile:
-    """What the hot walk read of one file besides its index as first made: the deep facts it worked out."""
+    """What the hot walk read of one file besides its index as first made: the functions it worked out the deep
+    facts of, in the file as it was (the cache's entry of that digest holds them)."""
 
     digest: str  # of the file's bytes when they were read
-    deep: list[str]  # the functions whose deep facts were worked out
-    deep_digest: str  # of those facts, lines as ranks (lazyindex.deep_digest)
+    deep: list[str]
 
 
 @dataclass
@@ -94,7 +93,6 @@ class ProjectStage:
     targets: dict[str, list[str]]  # path -> the functions the rules check (hot, or holding capture sites ...)
     parse_errors: dict[str, tuple[int, int, str]]  # path -> where and why the stdlib parser gave up
     files: dict[str, WalkedFile] = field(default_factory=dict)
-    via_ranks: dict[str, int] = field(default_factory=dict)  # hot.via's lines as ranks among their callers' lines
 
 
 class _Indexes:
@@ -353,12 +351,7 @@ class LintRun:
         self.bare_chains: set[str] = set()  # hot functions whose branch tests could not be traced
         self.uncached: set[str] = set()  # files graphready failed on a function of: left out of the cache
         self.digests: dict[str, str] = {}  # path -> the digest its cache entry is kept under
-
-    @functools.cached_property
-    def catalog(self) -> dict[str, RuleDoc]:
-        """Read when a finding is made: a run whose whole result is cached never parses the catalog's TOML (a
-        quarter of such a run)."""
-        return load_catalog()
+        self.replaced: dict[str, CacheEntry] = {}  # path -> its cache entry before this run indexed it again
 
     def run(self, paths: list[Path], split: bool = True) -> LintResult:
         found = discover(self.config, paths, split)
@@ -481,35 +474,39 @@ class LintRun:
     def _carried(self, stage: ProjectStage, sources: list[_Source], indexes: _Indexes,
                  lazy: LazyFacts) -> ProjectStage | None:
         """The last run's stage, if each file changed since reads the same to the walk: its index as first made
-        alike (the stage's key says so) and the deep facts of the functions the walk worked out alike, lines as
-        ranks. The calls' lines the stage holds (`hot.via`) are moved to where they are now. None otherwise."""
+        alike (the stage's key says so), and the deep facts of the functions the walk worked out alike, lines as
+        ranks, to those the cache's entry of the file as it was holds. The calls' lines the stage holds
+        (`hot.via`) are moved to where they are now. None otherwise."""
         changed = [source for source in sources if source.rel not in stage.files
                    or stage.files[source.rel].digest != source.digest]
         if not changed:
             return stage
         failures = len(self.failures)
         files = dict(stage.files)
+        moved: dict[str, tuple[ModuleIndex, ModuleIndex]] = {}  # module -> its index as walked, and now
         for source in changed:
             walked = files.get(source.rel)
-            index = indexes[source.rel]
-            if walked is None or not all(qualname in index.functions for qualname in walked.deep):
+            was = self.replaced.get(source.rel)
+            if walked is None or was is None or was.digest != walked.digest:
+                return None
+            index, before = indexes[source.rel], was.index.functions
+            if not all(q in index.functions and q in before and before[q].deep for q in walked.deep):
                 return None
             for qualname in walked.deep:
                 lazy.fill(source.rel, index.functions[qualname])
-            if len(self.failures) > failures or deep_digest(index) != (walked.deep, walked.deep_digest):
+            if (len(self.failures) > failures
+                    or deep_digest(index, walked.deep) != deep_digest(was.index, walked.deep)):
                 return None
             files[source.rel] = replace(walked, digest=source.digest)
-        moved = {index.module: index for index in (indexes[source.rel] for source in changed)}
+            moved[index.module] = (was.index, index)
         via = dict(stage.hot.via)
         for callee, line in stage.hot.via.items():
-            caller = stage.hot.chains[callee][-2].removesuffix(CAPTURE_STEP)
-            module, _, qualname = caller.partition(":")
+            module, _, qualname = stage.hot.chains[callee][-2].removesuffix(CAPTURE_STEP).partition(":")
             if module in moved:
-                lines = function_lines(moved[module], [qualname]).get(qualname, [])
-                rank = stage.via_ranks.get(callee, -1)
-                if not 0 <= rank < len(lines):
+                before, now = (function_lines(index, [qualname]).get(qualname, []) for index in moved[module])
+                if line not in before or len(before) != len(now):
                     return None
-                via[callee] = lines[rank]
+                via[callee] = now[before.index(line)]  # the same rank among the caller's lines
         return replace(stage, hot=replace(stage.hot, via=via), files=files)
 
     def _project_stage(self, indexes: dict[str, ModuleIndex], project: Project) -> ProjectStage:
@@ -535,25 +532,9 @@ class LintRun:
         targets = {rel: names for rel, index in indexes.items()
                    if (names := [info.qualname for info in index.functions.values() if _checked(info, hot)])}
         errors = {rel: index.parse_error for rel, index in indexes.items() if index.parse_error}
-        if not self.cache.enabled:
-            return ProjectStage(hot, facts, targets, errors)
-        files = {rel: WalkedFile(self.digests[rel], *deep_digest(index)) for rel, index in indexes.items()}
-        return ProjectStage(hot, facts, targets, errors, files, self._via_ranks(hot, project))
-
-    @staticmethod
-    def _via_ranks(hot: HotSet, project: Project) -> dict[str, int]:
-        """Each `hot.via` line as its rank among its caller's lines: where it is after an edit that moves lines."""
-        wanted: dict[str, list[tuple[str, str, int]]] = {}
-        for callee, line in hot.via.items():
-            module, _, qualname = hot.chains[callee][-2].removesuffix(CAPTURE_STEP).partition(":")
-            wanted.setdefault(module, []).append((callee, qualname, line))
-        ranks: dict[str, int] = {}
-        for module, calls in wanted.items():
-            lines = function_lines(project.modules[module], sorted({qualname for _, qualname, _ in calls}))
-            for callee, qualname, line in calls:
-                found = lines.get(qualname, [])
-                ranks[callee] = found.index(line) if line in found else -1
-        return ranks
+        walked = {rel: WalkedFile(self.digests[rel], [q for q, info in index.functions.items() if info.deep])
+                  for rel, index in indexes.items()}
+        return ProjectStage(hot, facts, targets, errors, walked)
 
     def _check_roots(self, project: Project) -> None:
         """A hot-paths entry of the project's own that names no function is a typo or a stale
@@ -694,6 +675,8 @@ class LintRun:
             return ModuleIndex(module=module, path=source.rel)
         index, digests[source.rel] = made
         earlier = self.cache.earlier(source.rel)  # the file's hits per function outlive its other edits
+        if earlier is not None:
+            self.replaced[source.rel] = earlier
         self.cache.put(source.rel, CacheEntry(source.digest, index, digests[source.rel],
                                               functions=earlier.functions if earlier else {}))
         return index
@@ -792,7 +775,7 @@ class LintRun:
 
     # -- findings ----------------------------------------------------------------------------
     def _finding(self, rel: str, hit: Candidate, hot: HotSet, chains: BranchTests | None) -> Finding:
-        doc = self.catalog.get(hit.rule)
+        doc = rule_doc(hit.rule)
         chain = self._chain(rel, hit.function, hot, chains) if hit.function in hot else None
         if chain is None and hit.function:
             # not hot: a capture site, or a replay preparation that pads a batch (GR605, scope/padding.py)
@@ -815,7 +798,7 @@ class LintRun:
         return hot.chains[function]
 
     def _enabled(self, rule: str, path: str) -> bool:
-        doc = self.catalog.get(rule)
+        doc = rule_doc(rule)
         if not self.selection.enabled(rule, opt_in=bool(doc and doc.opt_in)):
             return False
         for pattern, codes in self.config.per_file_ignores.items():
@@ -849,7 +832,7 @@ class LintRun:
                     continue  # no rule ran there, so nothing tells whether it still hides a finding
                 unused = self._unused(suppression)
                 if unused and self._enabled(UNUSED_SUPPRESSION, rel):
-                    doc = self.catalog[UNUSED_SUPPRESSION]
+                    doc = rule_doc(UNUSED_SUPPRESSION)
                     kept.append(Finding(rel, suppression.line, suppression.column, UNUSED_SUPPRESSION, doc.name,
                                         doc.severity, f"unused suppression: {unused}"))
         for remaining in by_file.values():
@@ -860,7 +843,7 @@ class LintRun:
         if suppression.codes is None:
             return "" if suppression.used else "nothing on this line is reported"
         stale = sorted(c for c in suppression.codes - suppression.used  # a rule that did not run cannot judge it
-                       if self.selection.enabled(c, opt_in=c in self.catalog and self.catalog[c].opt_in))
+                       if self.selection.enabled(c, opt_in=(doc := rule_doc(c)) is not None and doc.opt_in))
         return f"no {', '.join(stale)} finding on this line" if stale else ""
 
 

@@ -63,17 +63,16 @@ def index_digest(index: ModuleIndex) -> str:
     return _digest(encoded)
 
 
-def deep_digest(index: ModuleIndex) -> tuple[list[str], str]:
-    """The functions of the index whose deep facts are worked out, and a digest of those facts with each function's
-    lines as ranks (its uses of classes among them): with `index_digest`, all that the walk reads of the file."""
+def deep_digest(index: ModuleIndex, qualnames: list[str]) -> str:
+    """Of the deep facts of the named functions (worked out), each function's lines as ranks (its uses of classes
+    among them): with `index_digest`, what the walk read of the file."""
     uses = _uses_by_function(index)
-    deep = [info for info in index.functions.values() if info.deep]
-    facts = [ranked(encode(info), uses.get(info.key, ()))[0] for info in deep]
-    return [info.qualname for info in deep], _digest(facts)
+    return _digest([ranked(encode(index.functions[qualname]), uses.get(index.functions[qualname].key, ()))[0]
+                    for qualname in qualnames])
 
 
 def function_lines(index: ModuleIndex, qualnames: list[str]) -> dict[str, list[int]]:
-    """Each named function's lines as `deep_digest` ranks them: a rank there is a position in this list."""
+    """Each named function's lines, sorted, as `deep_digest` ranks them."""
     uses = _uses_by_function(index)
     return {qualname: lines_of(encode(info), uses.get(info.key, ()))
             for qualname in qualnames if (info := index.functions.get(qualname)) is not None}

@@ -51,7 +51,8 @@ def test_a_planted_pickle_never_runs(project, capsys):
     written = json.loads(cache.path.read_text())  # replaced by a plain JSON cache, stale files gone
     assert written["format"] == "graphready-lint-cache" and set(written["entries"]) == {"mod.py"}
     assert sorted(p.name for p in cache.path.parent.iterdir()) == sorted(
-        [".gitignore", cache.path.name, cache.project_path.name, cache.run_path.name])
+        [".gitignore", cache.path.name, cache.project_path.name, cache.run_path.name, cache.bodies.name])
+    assert json.loads(cache.body_path("mod.py").read_text())["index"]["module"] == "mod"
     assert json.loads(cache.run_path.read_text())["format"] == "graphready-lint-run"
 
 
@@ -61,9 +62,9 @@ def test_entries_of_the_wrong_shape_are_dropped_and_remade(project, capsys):
     cache = LintCache(project, True)
     data = json.loads(cache.path.read_text())
     entry = data["entries"]["mod.py"]
-    body = json.loads(entry["body"])  # the index is a JSON text of its own
+    body = json.loads(cache.body_path("mod.py").read_text())  # the index is in a file of its own
     body["index"]["functions"]["step"]["lineno"] = "7; import os"  # a string where an int belongs
-    entry["body"] = json.dumps(body)
+    cache.body_path("mod.py").write_text(json.dumps(body))
     entry["analysis"] = {key: [{"rule": "GR101", "line": 1}] for key in entry["analysis"]}
     cache.path.write_text(json.dumps(data))
     run = json.loads(cache.run_path.read_text())  # the whole result of that run, which this one would reuse
@@ -71,7 +72,7 @@ def test_entries_of_the_wrong_shape_are_dropped_and_remade(project, capsys):
     cache.run_path.write_text(json.dumps(run))
     assert main(["lint", "--format", "json"]) == 1
     assert json.loads(capsys.readouterr().out)["findings"] == first
-    remade = json.loads(json.loads(cache.path.read_text())["entries"]["mod.py"]["body"])
+    remade = json.loads(cache.body_path("mod.py").read_text())
     assert remade["index"]["functions"]["step"]["lineno"] == 6
 
 
@@ -79,14 +80,34 @@ def test_a_truncated_entry_is_remade_silently(project, capsys):
     assert main(["lint", "--format", "json"]) == 1
     first = json.loads(capsys.readouterr().out)["findings"]
     cache = LintCache(project, True)
-    data = json.loads(cache.path.read_text())
-    data["entries"]["mod.py"]["body"] = data["entries"]["mod.py"]["body"][:40]  # cut off mid-index: not JSON
-    cache.path.write_text(json.dumps(data))
+    body = cache.body_path("mod.py")
+    body.write_text(body.read_text()[:40])  # cut off mid-index: not JSON
     cache.run_path.unlink()
     cache.project_path.unlink()  # the hot path is walked again: the index is read
     assert main(["lint", "--format", "json"]) == 1
     assert json.loads(capsys.readouterr().out)["findings"] == first
-    assert json.loads(json.loads(cache.path.read_text())["entries"]["mod.py"]["body"])["index"]["module"] == "mod"
+    assert json.loads(body.read_text())["index"]["module"] == "mod"
+
+
+@pytest.mark.parametrize("spoil", ["missing", "another version"])
+def test_an_index_file_missing_or_of_another_version_is_remade(project, capsys, spoil):
+    """Another run may have replaced a file's index (or a user deleted it) between reading the entries and the
+    index: the index is made again, never taken for the file it no longer describes."""
+    assert main(["lint", "--format", "json"]) == 1
+    first = json.loads(capsys.readouterr().out)["findings"]
+    cache = LintCache(project, True)
+    body = cache.body_path("mod.py")
+    if spoil == "missing":
+        body.unlink()
+    else:
+        data = json.loads(body.read_text())
+        data["digest"] = "0" * 32
+        body.write_text(json.dumps(data))
+    cache.run_path.unlink()
+    cache.project_path.unlink()
+    assert main(["lint", "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["findings"] == first
+    assert json.loads(body.read_text())["digest"] == json.loads(cache.path.read_text())["entries"]["mod.py"]["digest"]
 
 
 def test_a_whole_result_is_reused_only_for_the_same_files_and_settings(project, capsys):

@@ -220,9 +220,11 @@ def test_a_missing_rule_catalog_is_an_internal_error_not_a_verdict(tree, monkeyp
 
     monkeypatch.setattr(catalog, "catalog_dir", lambda: tree / "no-rules-here")
     catalog.load_catalog.cache_clear()
+    catalog.rule_doc.cache_clear()
     try:
         code, out, err = _lint(capsys, "--no-cache")
     finally:
         catalog.load_catalog.cache_clear()
+        catalog.rule_doc.cache_clear()
     assert code == EXIT_INTERNAL and out == ""
     assert "no rule catalog in" in err and "installation is incomplete" in err and "Traceback" not in err

@@ -73,7 +73,7 @@ def _findings(capsys, *args) -> list[tuple[str, int, str]]:
 
 def _cached_function(project: Path, path: str, qualname: str) -> dict:
     cache = LintCache(project, True)
-    return json.loads(json.loads(cache.path.read_text())["entries"][path]["body"])["index"]["functions"][qualname]
+    return json.loads(cache.body_path(path).read_text())["index"]["functions"][qualname]
 
 
 def test_a_function_the_cache_left_unworked_is_worked_out_when_a_change_reaches_it(project, capsys):
