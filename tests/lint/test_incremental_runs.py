@@ -32,9 +32,12 @@ def _move_lines(rng: random.Random, lines: list[str], tree: ast.Module) -> None:
 
 
 def _guard(rng: random.Random, lines: list[str], tree: ast.Module) -> None:
-    stmt = rng.choice([s for s in _statements(tree) if not isinstance(s, (ast.Return, ast.Raise, ast.Global))])
-    indent = " " * stmt.col_offset
-    lines[stmt.lineno - 1] = f"{indent}if VERBOSE:\n    {lines[stmt.lineno - 1]}"
+    found = [s for s in _statements(tree) if not isinstance(s, (ast.Return, ast.Raise, ast.Global))]
+    if not found:
+        return _move_lines(rng, lines, tree)
+    stmt = rng.choice(found)
+    lines[stmt.lineno - 1] = f"{' ' * stmt.col_offset}if VERBOSE:\n    {lines[stmt.lineno - 1]}"
+    return None
 
 
 def _other_callee(rng: random.Random, lines: list[str], tree: ast.Module) -> None:
