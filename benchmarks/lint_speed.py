@@ -9,7 +9,8 @@ cached under ~/.cache/graphready-bench/, shared with the engine benchmarks):
 
 Each is timed in fresh processes by the wall clock, in one run: `graphready lint` cold (--no-cache), warm
 (nothing changed since the run that filled the cache), one file changed (a comment appended: no index changes),
-one function edited (a statement inserted: the file's lines move, the hot path is walked again), and `ruff check
+one function edited (a statement inserted: the file's lines move, its index and the edited function change, the
+hot path holds), and `ruff check
 --select ALL --no-cache` on the same tree; the ratio to ruff is the number to compare (the machine may be shared).
 The findings of the cold, warm and one-changed runs must be the same (the edited run's as many); `--record DIR`
 writes them, `--expect DIR` fails when they differ from a recorded run (an optimisation must not change results).
@@ -220,8 +221,8 @@ def change_one_file(project: Path) -> None:
 
 def edit_one_function(project: Path) -> None:
     """Insert a statement at the top of the first function of CHANGED_FILE (or the largest file) that has a body of
-    statements: its code changes and every line below it moves, so its index changes and the hot path is walked
-    again, as after most real edits (a comment at the end changes neither)."""
+    statements: its code changes and every line below it moves, as after most real edits (a comment at the end
+    changes neither), so the file is indexed again and what the hot walk read of it is checked."""
     target = project / CHANGED_FILE
     if not target.is_file():
         target = max(project.rglob("*.py"), key=lambda p: p.stat().st_size)

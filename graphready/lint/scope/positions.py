@@ -26,31 +26,31 @@ LINE_FIELDS: dict[str, tuple[int, ...] | None] = {
 def lines_of(encoded: dict, more: Iterable[int] = ()) -> list[int]:
     """Every line number in an encoded FunctionInfo, and `more`, sorted, each once."""
     found = set(more)
-    for name, positions in LINE_FIELDS.items():
-        value = encoded.get(name)
-        if value is None:
-            continue
-        if positions is None:
-            found.add(value)
-        else:
-            found.update(item[i] for item in value for i in positions)
-    found.update(call["line"] for call in encoded.get("calls", ()))
+    for name, value in encoded.items():  # only the fields off their defaults are there: few
+        if name in LINE_FIELDS:
+            positions = LINE_FIELDS[name]
+            if positions is None:
+                found.add(value)
+            else:
+                found.update(item[i] for item in value for i in positions)
+        elif name == "calls":
+            found.update(call["line"] for call in value)
     return sorted(found)
 
 
 def renumbered(encoded: dict, number: Callable[[int], int]) -> dict:
     """A copy of an encoded FunctionInfo with each line number `number(line)`."""
-    copy = dict(encoded)
-    for name, positions in LINE_FIELDS.items():
-        value = copy.get(name)
-        if value is None:
-            continue
-        if positions is None:
-            copy[name] = number(value)
-        else:
-            copy[name] = [[number(v) if i in positions else v for i, v in enumerate(item)] for item in value]
-    if "calls" in copy:
-        copy["calls"] = [{**call, "line": number(call["line"])} for call in copy["calls"]]
+    copy = {}
+    for name, value in encoded.items():
+        if name in LINE_FIELDS:
+            positions = LINE_FIELDS[name]
+            if positions is None:
+                value = number(value)
+            else:
+                value = [[number(v) if i in positions else v for i, v in enumerate(item)] for item in value]
+        elif name == "calls":
+            value = [{**call, "line": number(call["line"])} for call in value]
+        copy[name] = value
     return copy
 
 
