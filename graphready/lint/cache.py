@@ -15,10 +15,13 @@ one of the wrong shape is dropped (and re-made), as is a file that is not a grap
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -51,6 +54,21 @@ def _code_stamp(package: Path = Path(__file__).resolve().parent, pattern: str = 
     return hashlib.blake2b(repr((__version__, stats)).encode(), digest_size=8).hexdigest()
 
 
+@functools.cache
+def parsers() -> str:
+    """The Python and the libcst that parse the files: another version may read a file otherwise (syntax a newer
+    Python added is a parse error to an older one), so a cache made under one is not used under another. libcst's
+    version is read from its `_version.py`, not imported (0.3 s, which a run whose result is cached never pays)."""
+    spec = importlib.util.find_spec("libcst")
+    version = ""
+    if spec is not None and spec.submodule_search_locations:
+        try:
+            version = (Path(next(iter(spec.submodule_search_locations))) / "_version.py").read_text(encoding="utf-8")
+        except OSError:
+            pass
+    return repr((sys.implementation.name, sys.version, version))
+
+
 def run_stamp(catalog: Path) -> str:
     """A whole result also depends on the rest of graphready (findings, config, profiles) and on the
     rule catalog (names, severities)."""
@@ -64,7 +82,7 @@ def digest(data: bytes, salt: str) -> str:
 
 class LintCache:
     def __init__(self, root: Path, enabled: bool):
-        self.stamp = _code_stamp()
+        self.stamp = hashlib.blake2b((_code_stamp() + parsers()).encode(), digest_size=8).hexdigest()
         self.path = root / CACHE_DIR / f"lint-{self.stamp}.json"
         self.bodies = root / CACHE_DIR / f"bodies-{self.stamp}"
         self.run_path = root / CACHE_DIR / f"run-{self.stamp}.json"

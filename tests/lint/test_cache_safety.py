@@ -124,3 +124,21 @@ def test_a_whole_result_is_reused_only_for_the_same_files_and_settings(project, 
     assert [f["line"] for f in json.loads(capsys.readouterr().out)["findings"]] == [first[0]["line"] + 1]
     assert main(["lint", "--format", "json", "--ignore", "GR101"]) == 0  # a setting is part of the key
     assert json.loads(capsys.readouterr().out)["findings"] == []
+
+
+def test_a_cache_made_under_another_python_or_libcst_is_not_used(project, capsys, monkeypatch):
+    """A newer Python parses syntax an older one rejects (and libcst's parser changes between versions): results
+    cached under one must not answer for another."""
+    from graphready.lint import cache as cache_module
+
+    assert main(["lint", "--format", "json"]) == 1
+    first = json.loads(capsys.readouterr().out)["findings"]
+    made = LintCache(project, True)
+    assert made.run_path.exists()
+    monkeypatch.setattr(cache_module, "parsers", lambda: "('cpython', '3.99.0', \"version = '9.9'\")")
+    other = LintCache(project, True)
+    assert other.stamp != made.stamp
+    assert main(["lint", "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["findings"] == first
+    assert other.run_path.exists() and not made.run_path.exists()  # linted again, the other cache's files gone
+    assert not made.bodies.exists()
