@@ -499,11 +499,19 @@ class LintRun:
                 return None
             files[source.rel] = replace(walked, digest=source.digest)
             moved[index.module] = (was.index, index)
-        via = dict(stage.hot.via)
-        for callee, line in stage.hot.via.items():
-            module, _, qualname = stage.hot.chains[callee][-2].removesuffix(CAPTURE_STEP).partition(":")
+        callers = {callee: stage.hot.chains[callee][-2].removesuffix(CAPTURE_STEP).partition(":")[::2]
+                   for callee in stage.hot.via}
+        wanted: dict[str, set[str]] = {}  # module changed -> its functions making a chain's call
+        for module, qualname in callers.values():
             if module in moved:
-                before, now = (function_lines(index, [qualname]).get(qualname, []) for index in moved[module])
+                wanted.setdefault(module, set()).add(qualname)
+        lines = {module: [function_lines(index, sorted(names)) for index in moved[module]]
+                 for module, names in wanted.items()}
+        via = dict(stage.hot.via)
+        for callee, (module, qualname) in callers.items():
+            if module in lines:
+                before, now = (found.get(qualname, []) for found in lines[module])
+                line = via[callee]
                 if line not in before or len(before) != len(now):
                     return None
                 via[callee] = now[before.index(line)]  # the same rank among the caller's lines
