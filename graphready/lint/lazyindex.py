@@ -57,42 +57,48 @@ def index_digest(index: ModuleIndex) -> str:
     for qualname, info in encoded.get("functions", {}).items():
         shallow = {name: value for name, value in info.items() if name not in DEEP_FIELDS and name != "deep"}
         key = index.functions[qualname].key
-        functions[qualname], ranks[key] = ranked(shallow, uses.get(key, ()))
+        functions[qualname], ranks[key] = ranked(shallow, [line for _, line in uses.get(key, ())])
     encoded["functions"] = functions
-    encoded["class_uses"] = _ranked_uses(index, ranks)
+    encoded["class_uses"] = _ranked_uses(uses, ranks)
     return _digest(encoded)
 
 
 def deep_digest(index: ModuleIndex, qualnames: list[str]) -> str:
-    """Of the deep facts of the named functions (worked out), each function's lines as ranks (its uses of classes
-    among them): with `index_digest`, what the walk read of the file."""
+    """Of the deep facts of the named functions (worked out) and their uses of classes, each function's lines as
+    ranks among all of its own: with `index_digest`, what the walk read of the file."""
     uses = _uses_by_function(index)
-    return _digest([ranked(encode(index.functions[qualname]), uses.get(index.functions[qualname].key, ()))[0]
-                    for qualname in qualnames])
+    facts = []
+    for qualname in qualnames:
+        info = index.functions[qualname]
+        own = uses.get(info.key, [])
+        encoded, rank = ranked(encode(info), [line for _, line in own])
+        facts.append([encoded, sorted((name, rank[line]) for name, line in own)])
+    return _digest(facts)
 
 
 def function_lines(index: ModuleIndex, qualnames: list[str]) -> dict[str, list[int]]:
     """Each named function's lines, sorted, as `deep_digest` ranks them."""
     uses = _uses_by_function(index)
-    return {qualname: lines_of(encode(info), uses.get(info.key, ()))
+    return {qualname: lines_of(encode(info), [line for _, line in uses.get(info.key, ())])
             for qualname in qualnames if (info := index.functions.get(qualname)) is not None}
 
 
-def _uses_by_function(index: ModuleIndex) -> dict[str, list[int]]:
-    """Function key -> the lines of its uses of classes (the walk asks whether each runs)."""
-    found: dict[str, list[int]] = {}
-    for uses in index.class_uses.values():
+def _uses_by_function(index: ModuleIndex) -> dict[str, list[tuple[str, int]]]:
+    """Function key ("" for module level) -> the classes it uses and the lines (the walk asks whether each runs)."""
+    found: dict[str, list[tuple[str, int]]] = {}
+    for name, uses in index.class_uses.items():
         for key, line in uses:
-            found.setdefault(key, []).append(line)
+            found.setdefault(key, []).append((name, line))
     return found
 
 
-def _ranked_uses(index: ModuleIndex, ranks: dict[str, dict[int, int]]) -> dict[str, list[list]]:
-    """`class_uses` with each line as its rank among the holding function's lines (module-level uses: among theirs)."""
-    others = {key: {line: rank for rank, line in enumerate(sorted(set(lines)))}
-              for key, lines in _uses_by_function(index).items() if key not in ranks}
-    return {name: [[key, (ranks[key] if key in ranks else others[key])[line]] for key, line in uses]
-            for name, uses in index.class_uses.items()}
+def _ranked_uses(uses: dict[str, list[tuple[str, int]]], ranks: dict[str, dict[int, int]]) -> dict[str, list[list]]:
+    """Each function's uses of classes, lines as ranks among its lines (module-level uses: among theirs)."""
+    found: dict[str, list[list]] = {}
+    for key, held in uses.items():
+        rank = ranks.get(key) or {line: r for r, line in enumerate(sorted({line for _, line in held}))}
+        found[key] = sorted([name, rank[line]] for name, line in held)
+    return found
 
 
 def _digest(value: object) -> str:

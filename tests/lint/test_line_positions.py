@@ -26,6 +26,8 @@ class Runner:
         y = prepare(x)
         if debug:
             report(y.sum().item())
+        if is_xpu():
+            pass
         return Layer(y)
 
 
@@ -73,6 +75,7 @@ def test_moved_lines_keep_the_signature():
      "        report(y.sum().item())\n        if debug:\n            pass\n"),  # the call left the debug branch
     ("prepare(x)", "prepare_all(x)"),  # another callee, the same lines
     ("return Layer(y)", "return y"),  # no use of the class
+    ("            pass\n        return Layer(y)", "            return Layer(y)\n        return y"),  # built only on XPU
 ])
 def test_what_the_walk_reads_changes_the_signature(edit):
     assert _signature(STEP.replace(*edit)) != _signature(STEP)
