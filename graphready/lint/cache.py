@@ -187,13 +187,17 @@ class LintCache:
         self.entries.pop(rel, None)
         self.changed.discard(rel)
 
-    def save(self) -> None:
+    def save(self, present: set[str]) -> None:
         """Each changed entry's index file, then the file of entries (a reader that finds an index file of another
-        digest than its entry's remakes the index)."""
-        if not (self.enabled and self.dirty):
+        digest than its entry's remakes the index). Entries of files no longer `present` are dropped with their
+        index files: a checkout's renames and deletions do not pile up."""
+        gone = [rel for rel in self.raw if rel not in present] if self.loaded else []
+        if not (self.enabled and (self.dirty or gone)):
             return
-        entries = dict(self.raw)
+        entries = {rel: entry for rel, entry in self.raw.items() if rel in present}
         try:
+            for rel in gone:
+                self.body_path(rel).unlink(missing_ok=True)
             for stale in self.path.parent.glob("bodies-*"):
                 if stale != self.bodies:
                     shutil.rmtree(stale, ignore_errors=True)

@@ -429,7 +429,7 @@ class LintRun:
                 line, column, message = error
                 candidates.setdefault(source.rel, []).append(
                     Candidate(PARSE_ERROR, line, column, line, column, f"cannot parse: {message}", ""))
-        self.cache.save()
+        self.cache.save({s.rel for s in python})
         owners = {module_name(s.rel)[0]: s.rel for s in python}
 
         def function(key: str) -> FunctionInfo | None:

@@ -142,3 +142,14 @@ def test_a_cache_made_under_another_python_or_libcst_is_not_used(project, capsys
     assert json.loads(capsys.readouterr().out)["findings"] == first
     assert other.run_path.exists() and not made.run_path.exists()  # linted again, the other cache's files gone
     assert not made.bodies.exists()
+
+
+def test_a_deleted_file_leaves_the_cache(project, capsys):
+    (project / "extra.py").write_text("def helper(x):\n    return x\n")
+    assert main(["lint", "--format", "json"]) == 1
+    cache = LintCache(project, True)
+    assert cache.body_path("extra.py").exists()
+    (project / "extra.py").unlink()
+    assert main(["lint", "--format", "json"]) == 1
+    assert set(json.loads(cache.path.read_text())["entries"]) == {"mod.py"}
+    assert not cache.body_path("extra.py").exists() and cache.body_path("mod.py").exists()
