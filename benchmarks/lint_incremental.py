@@ -57,8 +57,9 @@ def other_callee(rng: random.Random, lines: list[str], tree: ast.Module) -> None
     them on the same line (the file's lines and its index as first made stay as they were)."""
     choices: list[tuple[ast.expr, list[str]]] = []
     functions = sorted({node.name for node in tree.body if isinstance(node, ast.FunctionDef)})
-    for scope, names in [(tree, functions)] + [(cls, sorted({n.name for n in cls.body if isinstance(n, ast.FunctionDef)}))
-                                               for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)]:
+    classes = [(cls, sorted({n.name for n in cls.body if isinstance(n, ast.FunctionDef)}))
+               for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)]
+    for scope, names in [(tree, functions), *classes]:
         for node in ast.walk(scope):
             if not isinstance(node, ast.Call) or len(names) < 2:
                 continue

@@ -711,7 +711,8 @@ class LintRun:
         stored = cached and self.cache.enabled  # with --no-cache no hit is looked up or kept: no key is worked out
         project_salt = shared.digest() if stored else ""
         results: dict[str, list[Candidate]] = {}
-        pending: list[tuple] = []  # (source, file key, targets' lines by qualname, function keys, cached hits, FileJob or None)
+        # (source, file key, targets' lines by qualname, function keys, cached hits, FileJob or None)
+        pending: list[tuple] = []
         for source in sources:
             if checked is not None:
                 names = checked.get(source.rel, [])
@@ -775,7 +776,8 @@ class LintRun:
                 continue
             failed = {failure.name for failure in failures}  # a fixed graphready must analyse these again
             entry.functions = {k: _shifted(found[qualname], -spans[qualname][0]) for qualname, k in keys.items()
-                               if qualname in found and qualname not in failed and _within(found[qualname], spans[qualname])}
+                               if qualname in found and qualname not in failed
+                               and _within(found[qualname], spans[qualname])}
             if not failures:
                 entry.analysis = {key: results[source.rel]}
             self.cache.put(source.rel, entry)
