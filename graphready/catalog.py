@@ -131,15 +131,22 @@ def parse_rule(path: Path) -> RuleDoc:
 RULE_CODE = re.compile(r"G[DR]\d{3}")  # lint rules (GR) and the dynamic checks' findings (GD)
 
 
+def _entries() -> list[Path]:
+    """The catalog's files; an installation without them must not run (every finding would silently be an error
+    and opt-in rules would run)."""
+    found = sorted(catalog_dir().glob("*.toml"))
+    if not found:
+        raise CatalogError(f"no rule catalog in {catalog_dir()}: the graphready installation is incomplete")
+    return found
+
+
 @functools.cache
 def rule_doc(code: str) -> RuleDoc | None:
     """One rule's entry, None for a code the catalog lacks: a lint run reads the entries of the codes it meets
     only (parsing all 48 was a tenth of a run after a one-line edit). `code` may come from a suppression comment:
     anything but a rule code is no file name."""
-    folder = catalog_dir()
-    if not any(folder.glob("G*.toml")):  # without it every finding would silently be an error, opt-in rules run
-        raise CatalogError(f"no rule catalog in {folder}: the graphready installation is incomplete")
-    path = folder / f"{code}.toml"
+    _entries()
+    path = catalog_dir() / f"{code}.toml"
     if not RULE_CODE.fullmatch(code) or not path.is_file():
         return None
     doc = parse_rule(path)
@@ -151,13 +158,11 @@ def rule_doc(code: str) -> RuleDoc | None:
 @functools.cache
 def load_catalog() -> dict[str, RuleDoc]:
     rules = {}
-    for path in sorted(catalog_dir().glob("*.toml")):
+    for path in _entries():
         doc = rule_doc(path.stem)
         if doc is None:
             raise CatalogError(f"{path.name}: the file name is no rule code (GR or GD and three digits)")
         rules[doc.code] = doc
-    if not rules:  # without it every finding would silently be an error and opt-in rules would run
-        raise CatalogError(f"no rule catalog in {catalog_dir()}: the graphready installation is incomplete")
     return rules
 
 

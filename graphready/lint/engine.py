@@ -403,7 +403,7 @@ class LintRun:
                 stage_key = self._stage_key(index_digests) if len(index_digests) == len(python) else None
                 stage = self.cache.project_stage(stage_key, ProjectStage) if stage_key else None
                 carried = self._carried(stage, python, indexes, lazy) if stage is not None else None
-                if carried is not None and carried is not stage and stage_key and not self.failures:
+                if carried is not None and carried is not stage and not self.failures:  # saved with the changed files' digests
                     self.cache.save_project_stage(stage_key, carried)
                 stage = carried
                 every = indexes.every() if stage is None else None

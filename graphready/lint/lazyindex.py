@@ -57,7 +57,7 @@ def index_digest(index: ModuleIndex) -> str:
     for qualname, info in encoded.get("functions", {}).items():
         shallow = {name: value for name, value in info.items() if name not in DEEP_FIELDS and name != "deep"}
         key = index.functions[qualname].key
-        functions[qualname], ranks[key] = ranked(shallow, [line for _, line in uses.get(key, ())])
+        functions[qualname], ranks[key] = ranked(shallow, _lines(uses, key))
     encoded["functions"] = functions
     encoded["class_uses"] = _ranked_uses(uses, ranks)
     return _digest(encoded)
@@ -70,16 +70,15 @@ def deep_digest(index: ModuleIndex, qualnames: list[str]) -> str:
     facts = []
     for qualname in qualnames:
         info = index.functions[qualname]
-        own = uses.get(info.key, [])
-        encoded, rank = ranked(encode(info), [line for _, line in own])
-        facts.append([encoded, sorted((name, rank[line]) for name, line in own)])
+        encoded, rank = ranked(encode(info), _lines(uses, info.key))
+        facts.append([encoded, sorted((name, rank[line]) for name, line in uses.get(info.key, ()))])
     return _digest(facts)
 
 
 def function_lines(index: ModuleIndex, qualnames: list[str]) -> dict[str, list[int]]:
     """Each named function's lines, sorted, as `deep_digest` ranks them."""
     uses = _uses_by_function(index)
-    return {qualname: lines_of(encode(info), [line for _, line in uses.get(info.key, ())])
+    return {qualname: lines_of(encode(info), _lines(uses, info.key))
             for qualname in qualnames if (info := index.functions.get(qualname)) is not None}
 
 
@@ -92,11 +91,16 @@ def _uses_by_function(index: ModuleIndex) -> dict[str, list[tuple[str, int]]]:
     return found
 
 
+def _lines(uses: dict[str, list[tuple[str, int]]], key: str) -> list[int]:
+    """The lines of the function's uses of classes (`_uses_by_function`)."""
+    return [line for _, line in uses.get(key, ())]
+
+
 def _ranked_uses(uses: dict[str, list[tuple[str, int]]], ranks: dict[str, dict[int, int]]) -> dict[str, list[list]]:
     """Each function's uses of classes, lines as ranks among its lines (module-level uses: among theirs)."""
     found: dict[str, list[list]] = {}
     for key, held in uses.items():
-        rank = ranks.get(key) or {line: r for r, line in enumerate(sorted({line for _, line in held}))}
+        rank = ranks.get(key) or {line: r for r, line in enumerate(sorted(set(_lines(uses, key))))}
         found[key] = sorted([name, rank[line]] for name, line in held)
     return found
 
