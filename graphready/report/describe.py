@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from graphready.output.summary import counted
 from graphready.report.triage import RootCause, RunInfo
 
 
@@ -56,8 +57,8 @@ def _value(value) -> str:
 def cause_stats(cause: RootCause) -> str:
     """'2 findings · 1 seen by check · 3 hot callers' (the last left out when not recorded)."""
     n, fan_in = len(cause.items), cause.fan_in
-    callers = "" if fan_in is None else f" · {fan_in} hot caller{'s' * (fan_in != 1)}"
-    return f"{n} finding{'s' * (n != 1)} · {cause.seen_by_check} seen by check{callers}"
+    callers = "" if fan_in is None else f" · {counted(fan_in, 'hot caller')}"
+    return f"{counted(n, 'finding')} · {cause.seen_by_check} seen by check{callers}"
 
 
 def first_location(cause: RootCause) -> str:

@@ -6,6 +6,7 @@ from graphready.report.chart import panel_text, unit_panels
 from graphready.report.describe import (cause_stats, config_items, first_location, run_line,
                                        settings_missing, when)
 from graphready.findings import Finding
+from graphready.output.summary import SEVERITY_NOUNS, counted
 from graphready.report.triage import (EVIDENCE_HELP, EVIDENCE_LABELS, EVIDENCE_ORDER, INTERNAL_HELP, RANKING, Item,
                                       RootCause, RunInfo, Triage)
 from graphready.report.units import NUMERIC_COLUMNS, UNIT_COLUMNS, unit_row
@@ -41,8 +42,7 @@ def render_markdown(triage: Triage) -> str:
 
 
 def _overview(triage: Triage) -> list[str]:
-    severities = ", ".join(f"{n} {sev.label}{'s' * (sev.label != 'info' and n != 1)}"
-                           for sev, n in triage.severity_counts.items())
+    severities = ", ".join(counted(n, *SEVERITY_NOUNS[sev]) for sev, n in triage.severity_counts.items())
     lines = [f"- **{triage.total}** findings: {severities}"]
     if triage.internal:
         lines.append(f"- **{len(triage.internal)}** internal errors: graphready's own failures, not findings (below)")

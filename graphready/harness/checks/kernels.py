@@ -22,6 +22,7 @@ from graphready.harness.call_sites import CallSite, CallSites
 from graphready.harness.checks.capture import new_graph
 from graphready.harness.checks.pointers.graph_params import cuda_driver, graph_nodes
 from graphready.harness.frames import Location, relative_path
+from graphready.output.summary import counted
 
 CU_GRAPH_NODE_TYPE_KERNEL = 0
 _NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")
@@ -70,15 +71,11 @@ def replay_kernel_count(replay: Callable[[], None]) -> int | None:
     return eager_kernel_count(replay)
 
 
-def _kernels(n: int) -> str:
-    return f"{n} kernel" if n == 1 else f"{n} kernels"
-
-
 def escaped_message(eager: int, graph: int) -> str:
     fix = "ran on another stream during capture and replay skips them (pass the current stream to the kernel)"
     if graph == 0:
-        return f"the captured graph is empty but the eager step launches {_kernels(eager)}: they {fix}"
-    return f"the graph holds {_kernels(graph)} but the eager step launches {eager}: {eager - graph} {fix}"
+        return f"the captured graph is empty but the eager step launches {counted(eager, 'kernel')}: they {fix}"
+    return f"the graph holds {counted(graph, 'kernel')} but the eager step launches {eager}: {eager - graph} {fix}"
 
 
 CAPTURE_RANGE = "graphready: escaped-kernel capture"
@@ -150,6 +147,6 @@ def _same_file(filename: str, shown: str) -> bool:
 
 def escaped_at_message(kernels: list[str]) -> str:
     names = ", ".join(sorted({name[:_NAME_CHARS] for name in kernels}))
-    what = f"{_kernels(len(kernels))} ({names})"
+    what = f"{counted(len(kernels), 'kernel')} ({names})"
     return (f"{what} launched here ran during capture on another stream, outside the graph, and replay skips "
             "them (pass the current stream to the kernel)")
