@@ -20,6 +20,7 @@ import ast
 import contextlib
 import io
 import json
+import os
 import random
 import shutil
 import sys
@@ -146,8 +147,6 @@ def edit_once(rng: random.Random, files: list[Path], kind=None) -> str | None:
 
 def round_of(source: Path, target: str, seed: int, steps: int) -> list[str]:
     """One seeded round on a copy of `source`: the edits after which the cached run differed."""
-    import os
-
     work = Path(tempfile.mkdtemp(prefix="graphready-incremental-")) / source.name
     shutil.copytree(source, work, ignore=shutil.ignore_patterns(".graphready_cache", "engine_fixed"))
     here = Path.cwd()
