@@ -15,6 +15,7 @@ from pathlib import Path
 from graphready.errors import UsageError, read_named_file
 from graphready.findings import Severity
 from graphready.lint.scope.assume import Assumption, Facts, parse as parse_fact
+from graphready.sourcefile import NotRegular, regular_bytes
 
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".venv", "venv", ".tox", ".nox", ".eggs", "build", "dist", "node_modules",
@@ -237,11 +238,12 @@ def parse_table(table: dict, root: Path, source: Path | None) -> Config:
 
 def is_project_dir(directory: Path) -> bool:
     """`directory` holds a pyproject.toml with a [tool.graphready] table (one that cannot be read
-    counts, so that loading it reports the problem)."""
+    counts, so that loading it reports the problem). One that is no regular file (a directory, a FIFO)
+    does not: `find_pyproject` passes it over, and a project it cannot find the config of is no project."""
     pyproject = directory / "pyproject.toml"
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        data = tomllib.loads(regular_bytes(pyproject).decode("utf-8"))
+    except (FileNotFoundError, NotRegular):
         return False
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return True

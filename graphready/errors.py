@@ -7,6 +7,8 @@ configuration error (`UsageError`), 3 internal error (a bug in graphready: an `I
 
 from pathlib import Path
 
+from graphready.sourcefile import NotRegular, regular_bytes
+
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
@@ -23,11 +25,12 @@ class UsageError(Exception):
 def read_named_file(path: Path, label: str, error: type[Exception] = UsageError, directory_hint: str = "") -> str:
     """The text of a file the user named (config, baseline, results), or `error` saying why it cannot be read."""
     try:
-        return path.read_text(encoding="utf-8")
+        return regular_bytes(path).decode("utf-8")
     except FileNotFoundError:
         raise error(f"{label} not found: {path}") from None
-    except IsADirectoryError:
-        raise error(f"{label} {path} is a directory{directory_hint}") from None
+    except NotRegular as exc:  # a directory, or a FIFO or device that would block or never end
+        what = f"a directory{directory_hint}" if exc.kind == "a directory" else f"{exc.kind}, not a file"
+        raise error(f"{label} {path} is {what}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"cannot read {label} {path}: {exc}") from None
 

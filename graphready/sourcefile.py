@@ -25,25 +25,39 @@ class SourceText:
     text: str
 
 
+class NotRegular(OSError):
+    """The path is no regular file: reading it could block forever (a FIFO) or never end (`/dev/zero`)."""
+
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.kind = kind  # "a FIFO", "a directory", ...
+
+
+def regular_bytes(path: Path) -> bytes:
+    """The bytes of a regular file (through symlinks); NotRegular for anything else, OSError if it cannot be read.
+    Everything graphready reads from a checkout goes through here: a planted link to a device must not hang it."""
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then decides on what was opened.
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):  # before the descriptor becomes a file object, which refuses a directory
+        os.close(descriptor)
+        raise NotRegular(_KINDS.get(stat.S_IFMT(mode), "not a regular file"))
+    with os.fdopen(descriptor, "rb") as handle:
+        return handle.read()
+
+
 def read_source(path: Path) -> SourceText | str:
     """The file's bytes and text, or why it cannot be linted."""
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then decides on what was opened.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        data = regular_bytes(path)
+    except NotRegular as exc:
+        return f"not read: {exc.kind}, not a source file"
     except FileNotFoundError:
         if os.path.islink(path):
             return f"cannot read: dangling symlink to {os.readlink(path)}"
         return "cannot read: the file vanished while linting"
     except OSError as exc:
         return f"cannot read: {exc.strerror or exc}"
-    with os.fdopen(descriptor, "rb") as handle:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            return f"not read: {_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a source file"
-        try:
-            data = handle.read()
-        except OSError as exc:
-            return f"cannot read: {exc.strerror or exc}"
     return decode(data)
 
 

@@ -30,6 +30,7 @@ from graphready import __version__
 from graphready.lint.analysis.candidate import Candidate
 from graphready.lint.datacodec import ShapeError, decode, encode
 from graphready.lint.scope.index import ModuleIndex
+from graphready.sourcefile import regular_bytes
 
 CACHE_DIR = ".graphready_cache"
 FORMAT = "graphready-lint-cache"
@@ -96,8 +97,7 @@ class LintCache:
 
     def _load(self) -> dict[str, object]:
         try:
-            with self.path.open("rb") as handle:
-                data = json.load(handle)
+            data = json.loads(regular_bytes(self.path))
         except (OSError, ValueError, RecursionError):  # missing, unreadable, not JSON, absurdly nested
             return {}
         if not (isinstance(data, dict) and data.get("format") == FORMAT and data.get("stamp") == self.stamp
@@ -162,8 +162,7 @@ class LintCache:
     def _whole(self, rel: str, data: dict) -> dict:
         """An entry as read with its index and hits per function from their file: OSError if it is missing,
         ValueError if it is not JSON or was written for another version of the file."""
-        with self.body_path(rel).open("rb") as handle:
-            body = json.load(handle)
+        body = json.loads(regular_bytes(self.body_path(rel)))
         if not (isinstance(body, dict) and body.pop("digest", None) == data.get("digest") and set(body) <= set(BODY)):
             raise ShapeError("the index file of an entry is not its index")
         return {**data, **body}
@@ -205,7 +204,7 @@ class LintCache:
             for rel in self.changed:
                 encoded = encode(self.entries[rel])
                 body = {"digest": encoded["digest"], **{name: encoded.pop(name) for name in BODY if name in encoded}}
-                self._replace(self.body_path(rel), body)
+                self._replace(self.body_path(rel), json.dumps(body, separators=(",", ":")))
                 entries[rel] = encoded
         except (OSError, RecursionError):
             return  # a read-only checkout still lints, just without a cache
@@ -215,19 +214,23 @@ class LintCache:
         """Replace `path` whole (a reader never sees half a file) and drop older files of its kind."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            (path.parent / ".gitignore").write_text("*\n")
+            self._replace(path.parent / ".gitignore", "*\n")
             for stale in path.parent.glob(f"{prefix}*"):
                 if stale != path:
                     stale.unlink()
-            self._replace(path, document)
+            self._replace(path, json.dumps(document, separators=(",", ":")))
         except (OSError, RecursionError):
             pass  # a read-only checkout still lints, just without a cache
 
     @staticmethod
-    def _replace(path: Path, document: dict) -> None:
-        """Write `path` whole: a reader sees the old file or the new one."""
+    def _replace(path: Path, text: str) -> None:
+        """Write `path` whole: a reader sees the old file or the new one. Written beside it, created anew and renamed
+        over it, so a link planted at either name is replaced, never followed (the cache of an untrusted checkout
+        must not write outside it)."""
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(document, separators=(",", ":")), encoding="utf-8")
+        temporary.unlink(missing_ok=True)
+        with temporary.open("x", encoding="utf-8") as handle:
+            handle.write(text)
         temporary.replace(path)
 
     def run_result(self, key: str, kind: type[Result]) -> Result | None:
@@ -248,8 +251,7 @@ class LintCache:
         if not self.enabled:
             return None
         try:
-            with path.open("rb") as handle:
-                data = json.load(handle)
+            data = json.loads(regular_bytes(path))
             if not (isinstance(data, dict) and data.get("format") == kind_of_file and data.get("key") == key):
                 return None
             return decode(kind, data.get("result"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import signal
 
 import pytest
 
@@ -153,3 +154,53 @@ def test_a_deleted_file_leaves_the_cache(project, capsys):
     assert main(["lint", "--format", "json"]) == 1
     assert set(json.loads(cache.path.read_text())["entries"]) == {"mod.py"}
     assert not cache.body_path("extra.py").exists() and cache.body_path("mod.py").exists()
+
+
+class _Hung(Exception):
+    pass
+
+
+def _lint_within(seconds: int, argv: list[str]) -> int:
+    """`main(argv)`, failing the test rather than hanging it."""
+    def hung(signum, frame):
+        raise _Hung(f"lint did not finish in {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        return main(argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("which", ["entries", "index file", "whole result", "hot path"])
+def test_a_cache_file_that_is_a_fifo_is_not_read(project, capsys, which):
+    """A FIFO (or a link to `/dev/zero`, which a checkout can hold) in the cache would block the run forever or
+    read without end: only regular files are read, anything else counts as missing."""
+    assert main(["lint", "--format", "json"]) == 1
+    first = json.loads(capsys.readouterr().out)["findings"]
+    cache = LintCache(project, True)
+    planted = {"entries": cache.path, "index file": cache.body_path("mod.py"), "whole result": cache.run_path,
+               "hot path": cache.project_path}[which]
+    if which == "index file":
+        cache.run_path.unlink()
+        cache.project_path.unlink()  # the walk reads the index
+    planted.unlink()
+    os.mkfifo(planted)
+    assert _lint_within(60, ["lint", "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["findings"] == first
+
+
+def test_a_planted_link_in_the_cache_is_replaced_not_written_through(project, tmp_path_factory, capsys):
+    """A checkout may hold `.graphready_cache/.gitignore` (or an entry) as a link to a file outside it: the run
+    replaces the link and leaves the file it pointed at as it was."""
+    outside = tmp_path_factory.mktemp("outside") / "precious.txt"
+    outside.write_text("keep me\n")
+    cache = LintCache(project, True)
+    cache.path.parent.mkdir()
+    for name in (".gitignore", cache.path.name, cache.run_path.name):
+        (cache.path.parent / name).symlink_to(outside)
+    assert main(["lint", "--format", "json"]) == 1
+    assert outside.read_text() == "keep me\n"
+    assert not (cache.path.parent / ".gitignore").is_symlink() and not cache.path.is_symlink()

@@ -168,6 +168,16 @@ CASES = [
     ("a path that is not Python", lambda r, m: [write(r, "README.md", "# hi\n"), ["README.md"]][1],
      2, "skipped README.md: not a .py, .cu, .cuh file"),
     ("--config is a directory", lambda r, m: ["--config", str(r)], 2, "is a directory (give its pyproject.toml)"),
+    ("pyproject.toml is a FIFO (passed over, as if absent)",
+     lambda r, m: [(r / "pyproject.toml").unlink(), os.mkfifo(r / "pyproject.toml")], 1, "dirty.py:7:12: GR101"),
+    ("--config is a FIFO", lambda r, m: [os.mkfifo(r / "cfg.toml"), ["--config", str(r / "cfg.toml")]][1],
+     2, "cfg.toml is a FIFO, not a file"),
+    ("a subdirectory's pyproject.toml is a FIFO (no project of its own)",
+     lambda r, m: [(r / "sub").mkdir(), os.mkfifo(r / "sub" / "pyproject.toml"), write(r, "sub/x.py", DIRTY)],
+     1, "sub/x.py:7:12: GR101"),
+    ("a subdirectory's pyproject.toml is a directory",
+     lambda r, m: [(r / "sub" / "pyproject.toml").mkdir(parents=True), write(r, "sub/x.py", DIRTY)],
+     1, "sub/x.py:7:12: GR101"),
 ]
 
 
