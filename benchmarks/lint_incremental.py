@@ -11,6 +11,11 @@ that answers for code it was not made from: the hot path kept after a call chang
     python benchmarks/lint_incremental.py                     # the three engine fixtures, seeds 1-15
     python benchmarks/lint_incremental.py --seeds 16-45 --steps 10
     python benchmarks/lint_incremental.py --tree /tmp/sglang-tree --seeds 1-2 --steps 8   # a real tree (slower)
+    python benchmarks/lint_incremental.py --versions /tmp/sglang-0.5.22 /tmp/sglang-0.5.23 --steps 4
+
+`--versions OLD NEW` makes the edits real ones: starting from a copy of OLD, the files that differ between the two
+trees (changed, added, removed) are brought to NEW in `--steps` batches of a seeded random order, then back to
+OLD the same way, comparing after each batch (two releases of an engine: renames, moved code, new files).
 """
 
 from __future__ import annotations
@@ -168,6 +173,43 @@ def round_of(source: Path, target: str, seed: int, steps: int) -> list[str]:
         shutil.rmtree(work.parent, ignore_errors=True)
 
 
+def differing(old: Path, new: Path) -> list[str]:
+    """The .py files (relative paths) that one tree has and the other lacks, or that differ between them."""
+    def files(root: Path) -> dict[str, bytes]:
+        return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*.py")
+                if ".graphready_cache" not in p.parts}
+    a, b = files(old), files(new)
+    return sorted(rel for rel in a.keys() | b.keys() if a.get(rel) != b.get(rel))
+
+
+def versions_round(old: Path, new: Path, seed: int, steps: int) -> list[str]:
+    """OLD brought to NEW and back in `steps` batches each way: the batches after which the cached run differed."""
+    work = Path(tempfile.mkdtemp(prefix="graphready-versions-")) / "tree"
+    shutil.copytree(old, work, ignore=shutil.ignore_patterns(".graphready_cache"))
+    here = Path.cwd()
+    os.chdir(work)
+    try:
+        rng = random.Random(seed)
+        report(".")
+        for source, toward in ((old, new), (new, old)):
+            changes = differing(source, toward)
+            rng.shuffle(changes)
+            for step in range(steps):
+                for rel in changes[step::steps]:
+                    target = work / rel
+                    if (toward / rel).is_file():
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(toward / rel, target)
+                    else:
+                        target.unlink(missing_ok=True)
+                if report(".") != report(".", "--no-cache"):
+                    return [f"seed {seed}: batch {step + 1} of {steps} toward {toward.name}"]
+        return []
+    finally:
+        os.chdir(here)
+        shutil.rmtree(work.parent, ignore_errors=True)
+
+
 def seed_range(text: str) -> range:
     first, _, last = text.partition("-")
     return range(int(first), int(last or first) + 1)
@@ -178,8 +220,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=seed_range, default=seed_range("1-15"), help="e.g. 1-15")
     parser.add_argument("--steps", type=int, default=10, help="edits per round")
     parser.add_argument("--tree", type=Path, help="a project of your own instead of the fixtures (linted as '.')")
+    parser.add_argument("--versions", type=Path, nargs=2, metavar=("OLD", "NEW"),
+                        help="two releases of one project: real edits, in batches (see above)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO_ROOT))
+    if args.versions:
+        old, new = (p.resolve() for p in args.versions)
+        count = len(differing(old, new))
+        found = [p for seed in args.seeds for p in versions_round(old, new, seed, args.steps)]
+        print(f"{old.name} <-> {new.name}: {count} files differ, {len(args.seeds)} rounds x 2 x {args.steps} batches, "
+              f"{len(found)} differing", flush=True)
+        for problem in found:
+            print(f"DIFFERS {problem}")
+        return 1 if found else 0
     projects = ({args.tree.resolve(): "."} if args.tree else
                 {REPO_ROOT / "tests" / "fixtures" / name: target for name, target in FIXTURES.items()})
     problems = []

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
+from graphready.lint.scope.hotpath import _excluded
+
 
 def _src(text: str) -> str:
     return textwrap.dedent(text).lstrip()
@@ -380,3 +384,17 @@ def test_a_long_branch_test_is_cut_in_the_chain(lint_project):
     step = _hits(lint_project(files, {"hot-paths": ["pkg.run:step"]}))[("pkg/run.py", 5)][1]
     assert step == "pkg.run:helper [if config.model_type in ('llama', 'mistral', 'qwen2', 'qwen3', 'gemma', 'g…]"
     assert len(step) - len("pkg.run:helper [if ]") == 72
+
+
+@pytest.mark.parametrize(("patterns", "key", "dropped"), [
+    (["pkg.models.*:Model", "!*:Model.forward"], "pkg.models.a:Model.forward", False),  # a later `!` entry keeps it
+    (["!*:Model.forward", "pkg.models.*:Model"], "pkg.models.a:Model.forward", True),  # a later plain entry drops it
+    (["pkg.models.*:Model", "!*:Model.forward"], "pkg.models.a:Model.load", True),
+    (["pkg.models.*:Model"], "pkg.layers.a:Model.forward", False),  # another module: the entry does not apply
+    (["*audio*", "!pkg.audio:Talker"], "pkg.audio:Talker.forward", False),  # a module-only entry covers all of it
+    (["*audio*", "!pkg.audio:Talker"], "pkg.audio:Encoder.forward", True),
+    (["pkg.*:*Vision*"], "pkg.m:Outer.VisionTower.forward", True),  # a class it is in, nested
+    (["pkg.m"], "pkg.mx:Model.forward", False),  # a module glob matches the whole module name
+])
+def test_exclude_roots_entries_by_module_and_order(patterns, key, dropped):
+    assert _excluded(patterns, key) is dropped

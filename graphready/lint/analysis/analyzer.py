@@ -21,7 +21,7 @@ from graphready.lint.scope.index import ClassInfo, FunctionInfo
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.analysis.candidate import PARSE_ERROR
 from graphready.lint.rules import ALL_RULES
-from graphready.lint.inference.tensors import BOOL, SCALAR, TENSOR, FunctionScan, TensorEnv, mentions_name, mentions_self_attr, scan_function
+from graphready.lint.inference.tensors import BOOL, HOST, SCALAR, TENSOR, FunctionScan, TensorEnv, mentions_name, mentions_self_attr, scan_function
 from graphready.lint.inference.libraries import flashinfer_wrapper
 from graphready.lint.inference.torchnames import is_tensor_callee
 
@@ -211,9 +211,11 @@ class FileAnalyzer:
         for info, parsed, scan in methods:
             if info.qualname.rsplit(".", 1)[-1] == "__init__" or info.key not in self.job.hot_keys:
                 continue
+            env = envs[info.qualname]
             mutations = [(attr, node) for attr, node, value, augmented in scan.attribute_writes  # step counters
-                         if attr not in facts.tensor_attrs and (augmented or (
-                             envs[info.qualname].kind(value) == SCALAR and mentions_self_attr(value, attr)))]
+                         if attr not in facts.tensor_attrs and attr not in class_info.container_attrs and (
+                             (augmented and _may_be_number(value, env))
+                             or (env.kind(value) == SCALAR and mentions_self_attr(value, attr)))]
             spans = parsed.spans([node for _, node in mutations])
             for attr, node in mutations:
                 line = spans[node].line + parsed.offset
@@ -260,6 +262,19 @@ def _parse_unchecked(text: str) -> cst.Module:
 
 def _unchecked(node: cst.CSTNode) -> None:
     pass
+
+
+TEXT = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+def _may_be_number(value: cst.BaseExpression, env: TensorEnv) -> bool:
+    """What an augmented write adds may step a number: not text (`self.log += f"..."`), a collection
+    (`self.items += [x]`) or host data (`self._buffer += bytes(n)`)."""
+    if isinstance(value, (*TEXT, cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp)):
+        return False
+    if isinstance(value, cst.BinaryOperation):
+        return _may_be_number(value.left, env) and _may_be_number(value.right, env)
+    return env.kind(value) != HOST
 
 
 def _learned(facts: FileFacts) -> tuple:

@@ -11,6 +11,7 @@ nothing there is numpy.
 
 from __future__ import annotations
 
+from keyword import iskeyword
 from typing import Callable
 
 import libcst as cst
@@ -79,8 +80,9 @@ def tensor_call_results(func: cst.FunctionDef, qualname: Callable[[cst.CSTNode],
             receiver = func_node.value
             if method == "copy_":
                 used.update(name for arg in call.args for name in _named(arg.value))
-            if method.endswith("_") and not method.startswith("_") and isinstance(receiver, cst.Name):
-                used.add(receiver.value)  # in-place tensor methods: `y.add_(b)`, `y.copy_(x)`
+            if method.endswith("_") and not method.startswith("_") and not iskeyword(method[:-1]) \
+                    and isinstance(receiver, cst.Name):
+                used.add(receiver.value)  # in-place tensor methods: `y.add_(b)`, `y.copy_(x)`; not `flags.is_(k)`
             elif method in REDUCTIONS and isinstance(receiver, cst.Name):
                 reduced.add(receiver.value)
         first = next((arg.value for arg in call.args if arg.keyword is None and not arg.star), None)

@@ -39,7 +39,9 @@ BOOL_OPS = {
     "logical_xor", "any", "all", "isin", "isclose", "signbit", "isneginf", "isposinf",
 }
 DEVICE_EXPRESSIONS = (cst.SimpleString, cst.FormattedString, cst.Call, cst.Subscript)
-HOST_MODULES = ("numpy.", "np.")
+HOST_MODULES = ("numpy.", "np.", "array.")
+# builtins that build host data (never a tensor): what they return lives on the host
+HOST_BUILTINS = {"list", "tuple", "dict", "set", "frozenset", "sorted", "bytes", "bytearray", "memoryview"}
 HOST_RESULT_METHODS = {"numpy", "tolist", "cpu", "pin_memory"}
 # torch functions that return a tuple whose every element is a tensor
 TENSOR_TUPLE_OPS = {
@@ -367,7 +369,7 @@ class TensorEnv:
         short = name.rsplit(".", 1)[-1]
         if name in PYTHON_SCALAR_BUILTINS:
             return SCALAR
-        if name.startswith(HOST_MODULES) or name in ("list", "tuple", "dict", "set", "sorted"):
+        if name.startswith(HOST_MODULES) or name in HOST_BUILTINS:
             return HOST
         if name.startswith("torch."):
             if non_tensor_torch(name):

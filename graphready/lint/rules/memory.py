@@ -7,8 +7,8 @@ import libcst as cst
 from graphready.lint.analysis.context import RuleContext
 from graphready.lint.analysis.cstwalk import nodes
 from graphready.lint.rules.base import Rule
-from graphready.lint.inference.tensors import (PAGEABLE, PYTHON_SCALAR_BUILTINS, SCALAR, TensorEnv, device_kind, dotted,
-                                               keyword, positional, self_attr)
+from graphready.lint.inference.tensors import (HOST_BUILTINS, PAGEABLE, PYTHON_SCALAR_BUILTINS, SCALAR, TensorEnv,
+                                               device_kind, dotted, keyword, positional, self_attr)
 from graphready.lint.inference.torchnames import FACTORIES
 
 ALLOCATING_FACTORIES = FACTORIES - {"from_numpy", "asarray"}
@@ -65,7 +65,10 @@ class PageableH2D(Rule):
             ctx.report(node, f"copying a pageable host tensor to the GPU synchronises and cannot be captured; {self.ADVICE}")
 
 
-NON_KERNEL_CALLS = PYTHON_SCALAR_BUILTINS | {"print", "isinstance", "getattr", "setattr", "hasattr", "enumerate", "zip"}
+NON_KERNEL_CALLS = PYTHON_SCALAR_BUILTINS | HOST_BUILTINS | {
+    "print", "isinstance", "getattr", "setattr", "hasattr", "enumerate", "zip", "iter", "next", "reversed", "repr",
+    "format", "divmod", "type", "callable",
+}  # builtins: none launches a kernel
 
 
 def _object_counters(func: cst.FunctionDef, env: TensorEnv) -> set[str]:

@@ -30,6 +30,10 @@ class HostSync(Rule):
         if ctx.env.on_host(receiver):
             return
         if method in ("item", "tolist", "numpy"):
+            if node.args and (method != "numpy" or any(a.keyword is None for a in node.args)) \
+                    and not (name or "").startswith("torch."):
+                return  # not a tensor's: `t.item()`/`.tolist()` take no argument, `.numpy()` only force= (but
+                #         `torch.Tensor.item(t)` and `torch._prims.item(t)` read a tensor passed to them)
             ctx.report(node, f"`.{method}()` copies a device value to the host and waits for the GPU")
         elif method == "cpu" and not node.args:
             ctx.report(node, "`.cpu()` copies a device tensor to the host and waits for the GPU")
