@@ -34,7 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 HAZARD_TARGET = "tests/hazards/units.py:hazard_units"
 LOADS = ("idle", "gpu", "cpu")
 # Each run gets empty compile caches: a torch.compile'd unit captured cold failed (GD203 warning) in the first run
-# on a fresh machine and captured with only an info in the runs after it (the cache's state, not the load, differed).
+# on a fresh machine and captured with only an info in the runs after it (the order decided, not the load).
 COMPILE_CACHES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
