@@ -30,6 +30,7 @@ import random
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -150,13 +151,23 @@ def edit_once(rng: random.Random, files: list[Path], kind=None) -> str | None:
     return f"{edit.__name__} in {path.name}"
 
 
-def round_of(source: Path, target: str, seed: int, steps: int) -> list[str]:
-    """One seeded round on a copy of `source`: the edits after which the cached run differed."""
-    work = Path(tempfile.mkdtemp(prefix="graphready-incremental-")) / source.name
-    shutil.copytree(source, work, ignore=shutil.ignore_patterns(".graphready_cache", "engine_fixed"))
+@contextlib.contextmanager
+def working_copy(source: Path, name: str, *skipped: str) -> Iterator[Path]:
+    """A throwaway copy of `source` (no cache, nor the `skipped` names), the current directory while in use."""
+    work = Path(tempfile.mkdtemp(prefix="graphready-incremental-")) / name
+    shutil.copytree(source, work, ignore=shutil.ignore_patterns(".graphready_cache", *skipped))
     here = Path.cwd()
     os.chdir(work)
     try:
+        yield work
+    finally:
+        os.chdir(here)
+        shutil.rmtree(work.parent, ignore_errors=True)
+
+
+def round_of(source: Path, target: str, seed: int, steps: int) -> list[str]:
+    """One seeded round on a copy of `source`: the edits after which the cached run differed."""
+    with working_copy(source, source.name, "engine_fixed") as work:
         rng = random.Random(seed)
         base = work / target
         files = sorted(p for p in base.rglob("*.py") if (tree := parses(p)) is not None and statements(tree))
@@ -168,9 +179,6 @@ def round_of(source: Path, target: str, seed: int, steps: int) -> list[str]:
                 problems.append(f"seed {seed}: after {done}")
                 break  # later edits would compare against a cache already wrong
         return problems
-    finally:
-        os.chdir(here)
-        shutil.rmtree(work.parent, ignore_errors=True)
 
 
 def differing(old: Path, new: Path) -> list[str]:
@@ -182,20 +190,17 @@ def differing(old: Path, new: Path) -> list[str]:
     return sorted(rel for rel in a.keys() | b.keys() if a.get(rel) != b.get(rel))
 
 
-def versions_round(old: Path, new: Path, seed: int, steps: int) -> list[str]:
-    """OLD brought to NEW and back in `steps` batches each way: the batches after which the cached run differed."""
-    work = Path(tempfile.mkdtemp(prefix="graphready-versions-")) / "tree"
-    shutil.copytree(old, work, ignore=shutil.ignore_patterns(".graphready_cache"))
-    here = Path.cwd()
-    os.chdir(work)
-    try:
+def versions_round(old: Path, new: Path, changes: list[str], seed: int, steps: int) -> list[str]:
+    """OLD brought to NEW and back in `steps` batches each way (`changes`: the files that differ): the batches after
+    which the cached run differed."""
+    with working_copy(old, "tree") as work:
         rng = random.Random(seed)
         report(".")
-        for source, toward in ((old, new), (new, old)):
-            changes = differing(source, toward)
-            rng.shuffle(changes)
+        for toward in (new, old):
+            order = list(changes)
+            rng.shuffle(order)
             for step in range(steps):
-                for rel in changes[step::steps]:
+                for rel in order[step::steps]:
                     target = work / rel
                     if (toward / rel).is_file():
                         target.parent.mkdir(parents=True, exist_ok=True)
@@ -205,9 +210,6 @@ def versions_round(old: Path, new: Path, seed: int, steps: int) -> list[str]:
                 if report(".") != report(".", "--no-cache"):
                     return [f"seed {seed}: batch {step + 1} of {steps} toward {toward.name}"]
         return []
-    finally:
-        os.chdir(here)
-        shutil.rmtree(work.parent, ignore_errors=True)
 
 
 def seed_range(text: str) -> range:
@@ -226,9 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO_ROOT))
     if args.versions:
         old, new = (p.resolve() for p in args.versions)
-        count = len(differing(old, new))
-        found = [p for seed in args.seeds for p in versions_round(old, new, seed, args.steps)]
-        print(f"{old.name} <-> {new.name}: {count} files differ, {len(args.seeds)} rounds x 2 x {args.steps} batches, "
+        changes = differing(old, new)
+        found = [p for seed in args.seeds for p in versions_round(old, new, changes, seed, args.steps)]
+        print(f"{old.name} <-> {new.name}: {len(changes)} files differ, {len(args.seeds)} rounds x 2 x {args.steps} batches, "
               f"{len(found)} differing", flush=True)
         for problem in found:
             print(f"DIFFERS {problem}")
