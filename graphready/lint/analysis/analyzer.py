@@ -138,7 +138,7 @@ class FileAnalyzer:
     def _parse(self, info: FunctionInfo) -> _Parsed | None:
         if info.qualname in self.parsed:
             return self.parsed[info.qualname]
-        text = "".join(self.lines[info.first_line - 1:info.end_lineno])
+        text = "".join(info.source_lines(self.lines))
         indented = text[:1] in (" ", "\t")
         try:  # an indented method parses as the body of `if 1:`, keeping its columns
             module = _parse_unchecked("if 1:\n" + text if indented else text)

@@ -29,11 +29,13 @@ class HostSync(Rule):
         method, receiver = node.func.attr.value, node.func.value
         if ctx.env.on_host(receiver):
             return
-        if method in ("item", "tolist", "numpy"):
-            if node.args and (method != "numpy" or any(a.keyword is None for a in node.args)) \
-                    and not (name or "").startswith("torch."):
-                return  # not a tensor's: `t.item()`/`.tolist()` take no argument, `.numpy()` only force= (but
-                #         `torch.Tensor.item(t)` and `torch._prims.item(t)` read a tensor passed to them)
+        if method == "numpy":
+            if _forced(node):  # without force=True a device tensor's `.numpy()` raises: it only reads host tensors
+                ctx.report(node, "`.numpy(force=True)` copies a device value to the host and waits for the GPU")
+        elif method in ("item", "tolist"):
+            if node.args and not (name or "").startswith("torch."):
+                return  # not a tensor's: `t.item()`/`.tolist()` take no argument (but `torch.Tensor.item(t)` and
+                #         `torch._prims.item(t)` read a tensor passed to them)
             ctx.report(node, f"`.{method}()` copies a device value to the host and waits for the GPU")
         elif method == "cpu" and not node.args:
             ctx.report(node, "`.cpu()` copies a device tensor to the host and waits for the GPU")
@@ -41,6 +43,15 @@ class HostSync(Rule):
             ctx.report(node, "`.to(\"cpu\")` copies a device tensor to the host and waits for the GPU")
         elif method == "synchronize" and ctx.qualname(receiver) != "torch.cuda":
             ctx.report(node, "`.synchronize()` on a stream or event blocks the host; use `wait_stream`/`wait_event`")
+
+
+def _forced(node: cst.Call) -> bool:
+    """`.numpy(force=...)` with anything but a literal False: a tensor's only argument (a positional one is not a
+    tensor's `.numpy`)."""
+    if len(node.args) != 1 or node.args[0].keyword is None or node.args[0].keyword.value != "force":
+        return False
+    value = node.args[0].value
+    return not (isinstance(value, cst.Name) and value.value == "False")
 
 
 STRINGS = (cst.SimpleString, cst.ConcatenatedString)

@@ -91,7 +91,7 @@ class BranchTests:
             module = info.key.split(":", 1)[0]
             if module not in self.lines:
                 self.lines[module] = self.texts.get(module, "").splitlines()
-            lines = self.lines[module][info.first_line - 1:info.end_lineno]
+            lines = info.source_lines(self.lines[module])
             indented = bool(lines) and lines[0][:1].isspace()
             # a method's lines keep their indent; blank lines before them give every node its line in the file
             # (far cheaper than ast.increment_lineno, which visits every node)

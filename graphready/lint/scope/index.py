@@ -113,6 +113,17 @@ class FunctionInfo:
         """The line is inside a `with torch.cuda.graph(...)` body of this function."""
         return within(line, self.capture_bodies)
 
+    def source_lines(self, lines: list[str]) -> list[str]:
+        """The function's own lines of its file's `lines` (with or without line ends), to be parsed alone. ast ends
+        a function at its last token, so a backslash ending that line joins a line that holds none (DeepSpeed's
+        `return a, \\` before a blank line); parsed alone it would read as an unfinished statement: it is dropped."""
+        own = lines[self.first_line - 1:self.end_lineno]
+        if own:
+            last = own[-1].rstrip("\r\n")
+            if last.endswith("\\"):
+                own[-1] = last[:-1] + own[-1][len(last):]
+        return own
+
 
 @dataclass
 class ClassInfo:
