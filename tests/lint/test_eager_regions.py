@@ -428,6 +428,47 @@ def test_lazy_init_names_the_attribute_a_hasattr_test_guards(lint_project, test,
     assert f"`{state}` is initialised on the step's first call" in result.findings[0].message
 
 
+def test_a_per_call_flag_guards_no_one_time_work(lint_project):
+    """lmdeploy 0.18's agent: `if return_ce_loss and ... not inputs.is_dummy:` stores a result on `self`, but
+    `inputs` comes with each call, so the block runs on every such call: hot, not first-call init (it was
+    taken for GR603 and left cold, hiding the sync inside). A cache passed in whose field the block sets is
+    one-time work."""
+    per_call = lint_project({"pkg/agent.py": _source("""
+        class Agent:
+            def forward(self, logits: torch.Tensor, inputs, return_loss: bool):
+                if return_loss and not inputs.is_dummy and not inputs.is_decoding:
+                    self.last_logit = logits[-1:].clone()
+                    self.loss = float(logits.sum())
+                return logits
+        """)}, GUARDS)
+    assert [(f.rule, f.line) for f in per_call.findings] == [("GR102", 9)]
+    cache_passed_in = lint_project({"pkg/agent.py": _source("""
+        class Agent:
+            def forward(self, logits: torch.Tensor, cache):
+                if cache.last is None:
+                    cache.last = torch.zeros_like(logits)
+                return logits + cache.last
+        """)}, GUARDS)
+    assert [(f.rule, f.severity.name) for f in cache_passed_in.findings] == [("GR603", "INFO")]
+    assert "`cache.last` is initialised on the step's first call" in cache_passed_in.findings[0].message
+
+
+def test_a_lookup_that_returns_early_is_no_cache_hit(lint_project):
+    """exllamav2's streaming generator: `if token in self.stop_tokens: return ...`, then the step's work, which
+    stores other state. Only a rest that fills what the test read (`self.cache[key] = ...`) makes the test a cache
+    hit and the rest one-time work; here the rest runs on every call and stays hot."""
+    result = lint_project({"pkg/gen.py": _source("""
+        class Generator:
+            def forward(self, token: torch.Tensor, logits: torch.Tensor):
+                if token in self.stop_tokens:
+                    return None
+                self.last = torch.cat([self.last, token])
+                self.score = float(logits.max())
+                return self.last
+        """)}, GUARDS)
+    assert [(f.rule, f.line) for f in result.findings] == [("GR306", 9), ("GR102", 10)]
+
+
 def test_exclude_roots_last_matching_entry_decides(lint_project):
     files = {"pkg/mindspore.py": _source("""
         class MindSporeForCausalLM:

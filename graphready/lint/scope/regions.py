@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import functools
 from dataclasses import dataclass, field
+from typing import Callable
 
 from graphready.lint.scope.astwalk import BodyNodes
 from graphready.lint.scope.attrtypes import self_attr
@@ -49,15 +50,22 @@ def _block_range(statements: list[ast.stmt]) -> tuple[int, int] | None:
     return statements[0].lineno, max(s.end_lineno or s.lineno for s in statements)
 
 
-def memo_state(test: ast.AST) -> str | None:
+def memo_state(test: ast.AST, kept: Callable[[str], bool]) -> str | None:
     """The state a one-time-init test guards: `self.x is None`, `key not in self.cache`, `not self.ready`,
     `not getattr(self, "_compiled", False)`; with other conditions (`ep and self.map_gpu is None`) the
     block still runs at most once, since it sets the state. Growth (`ws is None or ws.numel() < need`) is
-    no one-time init: the block runs again whenever a step needs more."""
+    no one-time init: the block runs again whenever a step needs more. `kept`: whether the block sets a state
+    (the first one it sets is the answer)."""
     if isinstance(test, ast.BoolOp):
         if isinstance(test.op, ast.Or) and any(map(size_test, test.values)):
             return None
-        return next((s for s in map(memo_state, test.values) if s), None)
+        return next((s for s in (memo_state(value, kept) for value in test.values) if s), None)
+    state = _tested_state(test)
+    return state if state is not None and kept(state) else None
+
+
+def _tested_state(test: ast.AST) -> str | None:
+    """The state one comparison or negation of a one-time test reads (see `memo_state`)."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         operand = test.operand
         if (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name)
@@ -230,6 +238,56 @@ def _assigned(statements: list[ast.stmt]):
                 yield node.target
 
 
+def _sets(statements: list[ast.stmt], state: str) -> bool:
+    """The statements set the tested state (`self.x = ...`, `self.cache[key] = ...`, `self.x, self.y = ...`,
+    `self.seen.add(key)`, `setattr(self, "x", ...)`): what makes a block guarded by it run once. A block that
+    sets other state runs on every call its test lets through: `if not inputs.is_dummy:` (lmdeploy's agent, a
+    per-call flag) or `if next_token.item() in self.stop_tokens: return ...` (exllamav2's streaming generator,
+    a lookup), and their code is hot."""
+    for stmt in statements:
+        for node in ast.walk(stmt):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(_names_state(target, state) for target in targets):
+                    return True
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in FILLING_METHODS and ast.unparse(node.func.value) == state:
+                    return True
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+                  and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
+                if f"{ast.unparse(node.args[0])}.{node.args[1].value}" == state:
+                    return True
+    return False
+
+
+def _aliased(state: str, body_nodes: list[ast.AST]) -> set[str]:
+    """What a local the test reads was read from: `cache = self._axis_map` -> `self._axis_map`, `cached =
+    _compiled.get(key)` or `_compiled[key]` -> `_compiled` (a cache hit tested through a local)."""
+    sources = set()
+    for node in body_nodes:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == state):
+            value = node.value
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "get":
+                value = value.func.value
+            while isinstance(value, ast.Subscript):
+                value = value.value
+            if isinstance(value, (ast.Name, ast.Attribute)):
+                sources.add(ast.unparse(value))
+    return sources
+
+
+def _names_state(target: ast.AST, state: str) -> bool:
+    """The assignment target is the state, an item of it, or a tuple holding one of those."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return any(_names_state(element, state) for element in target.elts)
+    if isinstance(target, ast.Starred):
+        return _names_state(target.value, state)
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    return ast.unparse(target) == state
+
+
 def _outlives(node: ast.AST, global_names: set[str], local_names: set[str]) -> bool:
     """`self.x[k]`, `GLOBAL.y`, `_module_cache[k]`: held by something that outlives the call, not by one of
     `local_names` (the function's own locals; with its parameters where a per-step object must not count)."""
@@ -357,12 +415,14 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
                 elif ((_rebinds_on_change(stmt.test, stmt.body, flags()) or one_time.clears(stmt.test, stmt.body))
                       and not stmt.orelse):
                     cold(stmt.body)
-                elif (state := memo_state(stmt.test)) and _stores_result(stmt.body, global_names, assigned_locals()):
+                elif ((state := memo_state(stmt.test, functools.partial(_sets, stmt.body)))
+                      and _stores_result(stmt.body, global_names, assigned_locals())):
                     cold(stmt.body)
                     if _builds_tensors(stmt.body, names):
                         regions.memo.append((stmt.test.lineno, state))
                 elif ((state := _cached_state(stmt.test)) not in (None, *parameters) and _exits(stmt.body)
-                      and not stmt.orelse and _stores_state(rest, global_names, assigned_locals() | parameters)):  # `if cached is not None: return cached`
+                      and not stmt.orelse and _stores_state(rest, global_names, assigned_locals() | parameters)
+                      and any(_sets(rest, held) for held in {state} | _aliased(state, body_nodes))):  # `if cached is not None: return cached`
                     cold(rest)
                     if _builds_tensors(rest, names):
                         regions.memo.append((stmt.test.lineno, state))
