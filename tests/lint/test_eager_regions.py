@@ -34,6 +34,16 @@ CASES = {  # name: (eager-only source, (text, replacement) that puts the hazard 
                     return h[mask]
                 return h
         """, ("and not capturing", "and capturing"), {"GR103"}),
+    # SGLang 0.5.23 lora_moe_runners: buffers only while capturing, and a host-built path chosen only without them
+    "buffers only while capturing": ("""
+        class LoraMoE:
+            def forward(self, topk_ids: torch.Tensor, info, small: bool):
+                cg = info.cg_buffers if get_is_capture_mode() else None
+                use_naive = cg is None and small
+                if use_naive:
+                    return topk_ids.cpu()
+                return topk_ids
+        """, ("if use_naive:", "if not use_naive:"), {"GR101"}),
     # gdn_backend: a module-level debug switch read once from the environment, matched by a glob
     "env switch in a global": ("""
         _VERIFY = envs.SGLANG_GDN_VERIFY_REAL_TENSORS.get()

@@ -21,6 +21,7 @@ from graphready.lint.scope.resolve import ImportMap, callee_name
 CAPTURING = "torch.cuda.is_current_stream_capturing"
 NO_CUDA_WHEN_FALSE = {CAPTURING, "torch.cuda.is_available"}  # false: not capturing, or no GPU at all
 ENV_READS = {"get", "value", "is_set", "get_bool"}  # `envs.DEBUG_X.get()` reads the switch DEBUG_X
+ALIAS_ROUNDS = 3  # variables built from variables built from a guard: deeper chains are not followed
 PLATFORM_PREDICATES = {"is_hip", "is_rocm", "is_xpu", "is_cpu", "is_npu", "is_hpu", "is_mps", "is_tpu", "is_cuda"}
 
 
@@ -71,24 +72,27 @@ class Guards:
     def with_aliases(self, statements: list[ast.AST], names: ImportMap) -> "Guards":
         """These guards plus variables that hold a guard's value (`capturing = get_is_capture_mode()`).
 
-        A variable counts only when every assignment to it in `statements` is a guard of one polarity."""
-        seen: dict[str, bool | None] = {}
-        for stmt in statements:
-            if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
-                continue
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            for target in targets:
-                if not isinstance(target, ast.Name):
-                    continue
-                polarity = True if eager_when(stmt.value, True, self, names) else (
-                    False if eager_when(stmt.value, False, self, names) else None)
-                previous = seen.get(target.id, polarity)
-                seen[target.id] = polarity if previous == polarity else None
-        eager = {n for n, p in seen.items() if p is True}
-        captured = {n for n, p in seen.items() if p is False}
-        if not eager and not captured:
-            return self
-        return self.adding(eager, captured)
+        A variable counts only when every assignment to it in `statements` is a guard of one polarity; one built
+        from another (`cg = bufs if capturing else None`, then `use_naive = cg is None and small`) counts too."""
+        assignments = [(target.id, stmt.value) for stmt in statements
+                       if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None
+                       for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+                       if isinstance(target, ast.Name)]
+        guards = self
+        for _ in range(ALIAS_ROUNDS):
+            seen: dict[str, bool | None] = {}
+            for name, value in assignments:
+                polarity = True if eager_when(value, True, guards, names) else (
+                    False if eager_when(value, False, guards, names) else None)
+                previous = seen.get(name, polarity)
+                seen[name] = polarity if previous == polarity else None
+            eager = {n for n, p in seen.items() if p is True}
+            captured = {n for n, p in seen.items() if p is False}
+            widened = self.adding(eager, captured)
+            if widened == guards:
+                break
+            guards = widened
+        return guards
 
 
 def _one_pattern(globs) -> re.Pattern | None:
@@ -149,6 +153,10 @@ def eager_when(test: ast.AST, truth: bool, guards: Guards, names: ImportMap) -> 
         test = test.value
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return eager_when(test.operand, not truth, guards, names)
+    if isinstance(test, ast.IfExp) and (arm := _none_arm(test)) is not None:
+        # `bufs if capturing else None` (SGLang's LoRA MoE runner): set exactly when the test holds, taking the
+        # other arm (a buffer, a table) for something that is not None
+        return eager_when(test.test, truth == (arm == "orelse"), guards, names)
     if isinstance(test, ast.BoolOp):  # `a and b` true needs both; `a or b` false needs both
         parts = [eager_when(v, truth, guards, names) for v in test.values]
         either = isinstance(test.op, ast.And) == truth
@@ -199,6 +207,12 @@ def capability_test(call: ast.Call, capability: int) -> bool | None:
     if not call.args and name == "is_hopper":
         return capability // 10 == 9
     return None
+
+
+def _none_arm(test: ast.IfExp) -> str | None:
+    """Which arm of `a if t else b` is a literal None ("body" or "orelse"), if exactly one is."""
+    body, orelse = (isinstance(arm, ast.Constant) and arm.value is None for arm in (test.body, test.orelse))
+    return None if body == orelse else ("body" if body else "orelse")
 
 
 def _compare_eager(test: ast.Compare, truth: bool, guards: Guards) -> bool:

@@ -243,7 +243,9 @@ def _sets(statements: list[ast.stmt], state: str) -> bool:
     `self.seen.add(key)`, `setattr(self, "x", ...)`): what makes a block guarded by it run once. A block that
     sets other state runs on every call its test lets through: `if not inputs.is_dummy:` (lmdeploy's agent, a
     per-call flag) or `if next_token.item() in self.stop_tokens: return ...` (exllamav2's streaming generator,
-    a lookup), and their code is hot."""
+    a lookup), and their code is hot. A state read through the container's `get` (`_CACHE.get(key) is None`) is
+    set by filling the container."""
+    state = _read_from(state)
     for stmt in statements:
         for node in ast.walk(stmt):
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -258,6 +260,19 @@ def _sets(statements: list[ast.stmt], state: str) -> bool:
                 if f"{ast.unparse(node.args[0])}.{node.args[1].value}" == state:
                     return True
     return False
+
+
+def _read_from(state: str) -> str:
+    """The container a state is looked up in (`_CACHE.get(key)`, `self.cache[key]` -> the cache), else the state."""
+    try:
+        node = ast.parse(state, mode="eval").body
+    except SyntaxError:  # `self.<name>`: a getattr test whose name is not a literal
+        return state
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+        node = node.func.value
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return ast.unparse(node)
 
 
 def _aliased(state: str, body_nodes: list[ast.AST]) -> set[str]:
