@@ -463,6 +463,25 @@ def test_a_per_call_flag_guards_no_one_time_work(lint_project):
     assert "`cache.last` is initialised on the step's first call" in cache_passed_in.findings[0].message
 
 
+@pytest.mark.parametrize("read", ["_INV_FREQS.get(key)", "_INV_FREQS.pop(key, None)"])
+def test_a_one_time_test_through_a_local_names_what_the_block_fills(lint_project, read):
+    """DeepSpeed's `entry = InferenceContext._inv_freqs.get(key)` / `if entry is None:` filling the class table, and
+    its Muon all-gather buffers popped from and put back into an LRU: one-time work per key."""
+    result = lint_project({"pkg/rope.py": _source(f"""
+        _INV_FREQS = {{}}
+
+        class Rope:
+            def forward(self, x: torch.Tensor, dim: int):
+                key = (dim, x.device)
+                entry = {read}
+                if entry is None:
+                    freqs = 1.0 / torch.pow(10000.0, torch.arange(0, dim, 2, device=x.device) / dim)
+                    _INV_FREQS[key] = freqs
+                return x * _INV_FREQS[key]
+        """)}, GUARDS)
+    assert [(f.rule, f.severity.name) for f in result.findings] == [("GR603", "INFO")]
+
+
 def test_a_lookup_that_returns_early_is_no_cache_hit(lint_project):
     """exllamav2's streaming generator: `if token in self.stop_tokens: return ...`, then the step's work, which
     stores other state. Only a rest that fills what the test read (`self.cache[key] = ...`) makes the test a cache

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from graphready.lint.analysis.context import RuleContext
 from graphready.lint.rules.base import Rule
 from graphready.lint.inference.tensors import BOOL, SCALAR, keyword, positional
 
+CONSTANT_NAME = re.compile(r"_*[A-Z][A-Z0-9_]*")  # `DLLM_UNMASKED`, `_NEG_INF`
 DYNAMIC_OPS = {"nonzero", "bincount", "unique", "unique_consecutive", "masked_select", "argwhere"}
 ADVICE = {
     "nonzero": "use `torch.nonzero_static(x, size=N)` or keep a fixed-size mask",
@@ -69,9 +72,14 @@ class BoolMaskIndex(Rule):
 
 
 def _is_scalar_value(value: cst.BaseExpression, ctx: RuleContext) -> bool:
-    """A Python number, or a 0-dim tensor spelled as one (`x.new_tensor(0.0)`, `float("-inf")`)."""
+    """A Python number, or a 0-dim tensor spelled as one (`x.new_tensor(0.0)`, `float("-inf")`), or a named constant
+    not known as a tensor (lmdeploy's `dllm_mask[is_masked] = DLLM_UNMASKED`, `consts.PAD`: PEP 8 constants)."""
     if isinstance(value, cst.UnaryOperation):
         return _is_scalar_value(value.expression, ctx)
+    if isinstance(value, (cst.Name, cst.Attribute)) and ctx.env.kind(value) is None:
+        name = value.value if isinstance(value, cst.Name) else value.attr.value
+        if CONSTANT_NAME.fullmatch(name):
+            return True
     if isinstance(value, cst.Call):
         name = ctx.qualname(value.func) or ""
         if name in ("float", "int", "bool") or name.startswith("math."):

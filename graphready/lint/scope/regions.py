@@ -275,15 +275,21 @@ def _read_from(state: str) -> str:
     return ast.unparse(node)
 
 
+def _sets_or_alias(statements: list[ast.stmt], body_nodes: list[ast.AST], state: str) -> bool:
+    """The statements set the state, or what the local it names was read from (`_sets`, `_aliased`)."""
+    return any(_sets(statements, held) for held in {state} | _aliased(state, body_nodes))
+
+
 def _aliased(state: str, body_nodes: list[ast.AST]) -> set[str]:
     """What a local the test reads was read from: `cache = self._axis_map` -> `self._axis_map`, `cached =
-    _compiled.get(key)` or `_compiled[key]` -> `_compiled` (a cache hit tested through a local)."""
+    _compiled.get(key)`, `_compiled.pop(key, None)` or `_compiled[key]` -> `_compiled` (a cache hit or a
+    one-time test made through a local)."""
     sources = set()
     for node in body_nodes:
         if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and node.targets[0].id == state):
             value = node.value
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "get":
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("get", "pop"):
                 value = value.func.value
             while isinstance(value, ast.Subscript):
                 value = value.value
@@ -430,14 +436,14 @@ def function_regions(func: ast.FunctionDef | ast.AsyncFunctionDef, guards: Guard
                 elif ((_rebinds_on_change(stmt.test, stmt.body, flags()) or one_time.clears(stmt.test, stmt.body))
                       and not stmt.orelse):
                     cold(stmt.body)
-                elif ((state := memo_state(stmt.test, functools.partial(_sets, stmt.body)))
+                elif ((state := memo_state(stmt.test, functools.partial(_sets_or_alias, stmt.body, body_nodes)))
                       and _stores_result(stmt.body, global_names, assigned_locals())):
                     cold(stmt.body)
                     if _builds_tensors(stmt.body, names):
                         regions.memo.append((stmt.test.lineno, state))
                 elif ((state := _cached_state(stmt.test)) not in (None, *parameters) and _exits(stmt.body)
                       and not stmt.orelse and _stores_state(rest, global_names, assigned_locals() | parameters)
-                      and any(_sets(rest, held) for held in {state} | _aliased(state, body_nodes))):  # `if cached is not None: return cached`
+                      and _sets_or_alias(rest, body_nodes, state)):  # `if cached is not None: return cached`
                     cold(rest)
                     if _builds_tensors(rest, names):
                         regions.memo.append((stmt.test.lineno, state))
