@@ -265,14 +265,18 @@ def _sets(statements: list[ast.stmt], state: str) -> bool:
 def _read_from(state: str) -> str:
     """The container a state is looked up in (`_CACHE.get(key)`, `self.cache[key]` -> the cache), else the state."""
     try:
-        node = ast.parse(state, mode="eval").body
+        return ast.unparse(_container(ast.parse(state, mode="eval").body))
     except SyntaxError:  # `self.<name>`: a getattr test whose name is not a literal
         return state
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+
+
+def _container(node: ast.AST) -> ast.AST:
+    """What `table.get(key)`, `table.pop(key, None)` or `table[key]` reads from; other expressions themselves."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop"):
         node = node.func.value
     while isinstance(node, ast.Subscript):
         node = node.value
-    return ast.unparse(node)
+    return node
 
 
 def _sets_or_alias(statements: list[ast.stmt], body_nodes: list[ast.AST], state: str) -> bool:
@@ -284,18 +288,9 @@ def _aliased(state: str, body_nodes: list[ast.AST]) -> set[str]:
     """What a local the test reads was read from: `cache = self._axis_map` -> `self._axis_map`, `cached =
     _compiled.get(key)`, `_compiled.pop(key, None)` or `_compiled[key]` -> `_compiled` (a cache hit or a
     one-time test made through a local)."""
-    sources = set()
-    for node in body_nodes:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id == state):
-            value = node.value
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("get", "pop"):
-                value = value.func.value
-            while isinstance(value, ast.Subscript):
-                value = value.value
-            if isinstance(value, (ast.Name, ast.Attribute)):
-                sources.add(ast.unparse(value))
-    return sources
+    return {ast.unparse(source) for node in body_nodes
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == state and isinstance(source := _container(node.value), (ast.Name, ast.Attribute))}
 
 
 def _names_state(target: ast.AST, state: str) -> bool:
