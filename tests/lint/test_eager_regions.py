@@ -463,6 +463,22 @@ def test_a_per_call_flag_guards_no_one_time_work(lint_project):
     assert "`cache.last` is initialised on the step's first call" in cache_passed_in.findings[0].message
 
 
+@pytest.mark.parametrize(("test", "sets"), [
+    ("self._w is None", "self._w, self._s = torch.ones(x.shape[-1], device=x.device), 1.0"),
+    ("x.device not in self._seen", "self._seen.add(x.device); self._w = torch.ones(x.shape[-1], device=x.device)"),
+    ("self._table.get(x.device) is None", "self._table[x.device] = self._w = torch.ones(x.shape[-1], device=x.device)"),
+])
+def test_every_way_a_block_sets_its_state_makes_it_one_time(lint_project, test, sets):
+    result = lint_project({"pkg/moe.py": _source(f"""
+        class Experts:
+            def forward(self, x: torch.Tensor):
+                if {test}:
+                    {sets}
+                return x * self._w
+        """)}, GUARDS)
+    assert [(f.rule, f.severity.name) for f in result.findings] == [("GR603", "INFO")]
+
+
 @pytest.mark.parametrize("read", ["_INV_FREQS.get(key)", "_INV_FREQS.pop(key, None)"])
 def test_a_one_time_test_through_a_local_names_what_the_block_fills(lint_project, read):
     """DeepSpeed's `entry = InferenceContext._inv_freqs.get(key)` / `if entry is None:` filling the class table, and

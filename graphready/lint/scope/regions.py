@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from graphready.lint.scope.astwalk import BodyNodes
 from graphready.lint.scope.attrtypes import self_attr
@@ -229,37 +229,39 @@ def _assigned_names(body_nodes: list[ast.AST]):
 
 
 def _assigned(statements: list[ast.stmt]):
-    """Every assignment target under `statements` (`=`, `+=`, annotated)."""
+    """Every assignment target under `statements` (`=`, `+=`, annotated), each element of a tuple target apart."""
     for stmt in statements:
         for node in ast.walk(stmt):
             if isinstance(node, ast.Assign):
-                yield from node.targets
+                yield from _elements(node.targets)
             elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
                 yield node.target
 
 
+def _elements(targets: list[ast.expr]):
+    """`self.w, self.s = ...` as `self.w` and `self.s`; `*rest` as `rest`."""
+    for target in targets:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            yield from _elements(target.elts)
+        else:
+            yield target.value if isinstance(target, ast.Starred) else target
+
+
 def _sets(statements: list[ast.stmt], state: str) -> bool:
     """The statements set the tested state (`self.x = ...`, `self.cache[key] = ...`, `self.x, self.y = ...`,
-    `self.seen.add(key)`, `setattr(self, "x", ...)`): what makes a block guarded by it run once. A block that
+    `self.seen.add(key)`): what makes a block guarded by it run once. A block that
     sets other state runs on every call its test lets through: `if not inputs.is_dummy:` (lmdeploy's agent, a
     per-call flag) or `if next_token.item() in self.stop_tokens: return ...` (exllamav2's streaming generator,
     a lookup), and their code is hot. A state read through the container's `get` (`_CACHE.get(key) is None`) is
     set by filling the container."""
     state = _read_from(state)
-    for stmt in statements:
-        for node in ast.walk(stmt):
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if any(_names_state(target, state) for target in targets):
-                    return True
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                if node.func.attr in FILLING_METHODS and ast.unparse(node.func.value) == state:
-                    return True
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
-                  and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
-                if f"{ast.unparse(node.args[0])}.{node.args[1].value}" == state:
-                    return True
-    return False
+    return (any(ast.unparse(_container(target)) == state for target in _assigned(statements))
+            or any(isinstance(node, ast.Call) and _fills(node, state) for stmt in statements for node in ast.walk(stmt)))
+
+
+def _fills(call: ast.Call, state: str) -> bool:
+    """`state.add(key)` and the other methods that fill a container in place."""
+    return isinstance(call.func, ast.Attribute) and call.func.attr in FILLING_METHODS and ast.unparse(call.func.value) == state
 
 
 def _read_from(state: str) -> str:
@@ -291,17 +293,6 @@ def _aliased(state: str, body_nodes: list[ast.AST]) -> set[str]:
     return {ast.unparse(source) for node in body_nodes
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
             and node.targets[0].id == state and isinstance(source := _container(node.value), (ast.Name, ast.Attribute))}
-
-
-def _names_state(target: ast.AST, state: str) -> bool:
-    """The assignment target is the state, an item of it, or a tuple holding one of those."""
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return any(_names_state(element, state) for element in target.elts)
-    if isinstance(target, ast.Starred):
-        return _names_state(target.value, state)
-    while isinstance(target, ast.Subscript):
-        target = target.value
-    return ast.unparse(target) == state
 
 
 def _outlives(node: ast.AST, global_names: set[str], local_names: set[str]) -> bool:
