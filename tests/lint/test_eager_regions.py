@@ -498,6 +498,24 @@ def test_a_one_time_test_through_a_local_names_what_the_block_fills(lint_project
     assert [(f.rule, f.severity.name) for f in result.findings] == [("GR603", "INFO")]
 
 
+def test_a_cache_held_by_a_weak_reference_is_one_time_work(lint_project):
+    """FlashInfer's PLE geometry: `cached = None if self._storage is None else self._storage()`, returned when it is
+    on the device asked for; the rest builds the tensors and keeps a weak reference to them."""
+    result = lint_project({"pkg/geometry.py": _source("""
+        import weakref
+
+        class Geometry:
+            def forward(self, device: torch.device):
+                cached = None if self._storage is None else self._storage()
+                if cached is not None and cached.device == device:
+                    return cached
+                tensors = torch.tensor(self.sizes, dtype=torch.int64, device=device)
+                self._storage = weakref.ref(tensors)
+                return tensors
+        """)}, GUARDS)
+    assert [(f.rule, f.severity.name) for f in result.findings] == [("GR603", "INFO")]
+
+
 def test_a_lookup_that_returns_early_is_no_cache_hit(lint_project):
     """exllamav2's streaming generator: `if token in self.stop_tokens: return ...`, then the step's work, which
     stores other state. Only a rest that fills what the test read (`self.cache[key] = ...`) makes the test a cache

@@ -153,7 +153,7 @@ def eager_when(test: ast.AST, truth: bool, guards: Guards, names: ImportMap) -> 
         test = test.value
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return eager_when(test.operand, not truth, guards, names)
-    if isinstance(test, ast.IfExp) and (arm := _none_arm(test)) is not None:
+    if isinstance(test, ast.IfExp) and (arm := none_arm(test)) is not None:
         # `bufs if capturing else None` (SGLang's LoRA MoE runner): set exactly when the test holds, taking the
         # other arm (a buffer, a table) for something that is not None
         return eager_when(test.test, truth == (arm == "orelse"), guards, names)
@@ -209,7 +209,7 @@ def capability_test(call: ast.Call, capability: int) -> bool | None:
     return None
 
 
-def _none_arm(test: ast.IfExp) -> str | None:
+def none_arm(test: ast.IfExp) -> str | None:
     """Which arm of `a if t else b` is a literal None ("body" or "orelse"), if exactly one is."""
     body, orelse = (isinstance(arm, ast.Constant) and arm.value is None for arm in (test.body, test.orelse))
     return None if body == orelse else ("body" if body else "orelse")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from graphready.lint.scope.astwalk import BodyNodes
 from graphready.lint.scope.attrtypes import self_attr
-from graphready.lint.scope.guards import Guards, eager_when
+from graphready.lint.scope.guards import Guards, eager_when, none_arm
 from graphready.lint.scope.resolve import ImportMap
 from graphready.lint.inference.torchnames import GRAPH_CONTEXT, is_tensor_callee
 
@@ -288,11 +288,23 @@ def _sets_or_alias(statements: list[ast.stmt], body_nodes: list[ast.AST], state:
 
 def _aliased(state: str, body_nodes: list[ast.AST]) -> set[str]:
     """What a local the test reads was read from: `cache = self._axis_map` -> `self._axis_map`, `cached =
-    _compiled.get(key)`, `_compiled.pop(key, None)` or `_compiled[key]` -> `_compiled` (a cache hit or a
-    one-time test made through a local)."""
+    _compiled.get(key)`, `_compiled.pop(key, None)` or `_compiled[key]` -> `_compiled`, `cached = None if
+    self._ref is None else self._ref()` (a weak reference) -> `self._ref` (a cache hit or a one-time test made
+    through a local)."""
     return {ast.unparse(source) for node in body_nodes
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id == state and isinstance(source := _container(node.value), (ast.Name, ast.Attribute))}
+            and node.targets[0].id == state
+            and isinstance(source := _container(_dereferenced(node.value)), (ast.Name, ast.Attribute))}
+
+
+def _dereferenced(value: ast.AST) -> ast.AST:
+    """The value a local takes when it is not None: the other arm of `None if ... else x` and the reference
+    itself for a weak reference called (`self._ref()`)."""
+    if isinstance(value, ast.IfExp) and (arm := none_arm(value)) is not None:
+        value = value.orelse if arm == "body" else value.body
+    if isinstance(value, ast.Call) and not value.args and not value.keywords and isinstance(value.func, (ast.Name, ast.Attribute)):
+        value = value.func
+    return value
 
 
 def _outlives(node: ast.AST, global_names: set[str], local_names: set[str]) -> bool:
