@@ -422,17 +422,21 @@ def test_one_time_work_after_a_cache_hit_is_lazy_init(lint_project):
     assert "`cache` is initialised on the step's first call" in result.findings[0].message
 
 
-@pytest.mark.parametrize(("test", "state"), [
-    ('not hasattr(self, "_scale_inv")', "self._scale_inv"),  # SGLang qwen2_moe, vLLM turboquant
-    ('not getattr(self, "_scale_inv", None)', "self._scale_inv"),
+@pytest.mark.parametrize(("test", "sets", "state"), [
+    ('not hasattr(self, "_w")', "self._w = torch.ones(x.shape[-1], device=x.device)", "self._w"),  # SGLang qwen2_moe, vLLM turboquant
+    ('not getattr(self, "_w", None)', "self._w = torch.ones(x.shape[-1], device=x.device)", "self._w"),
+    ("self._w is None", "self._w, self._s = torch.ones(x.shape[-1], device=x.device), 1.0", "self._w"),
+    ("x.device not in self._seen", "self._seen.add(x.device); self._w = torch.ones(x.shape[-1], device=x.device)", "self._seen"),
+    ("self._table.get(x.device) is None", "self._table[x.device] = self._w = torch.ones(x.shape[-1], device=x.device)", "self._table.get(x.device)"),
 ])
-def test_lazy_init_names_the_attribute_a_hasattr_test_guards(lint_project, test, state):
+def test_lazy_init_names_the_state_its_block_sets(lint_project, test, sets, state):
+    """Each way a block sets what its test reads makes it one-time work: the note names that state."""
     result = lint_project({"pkg/moe.py": _source(f"""
         class Experts:
             def forward(self, x: torch.Tensor):
                 if {test}:
-                    self._scale_inv = torch.ones(x.shape[-1], device=x.device)
-                return x * self._scale_inv
+                    {sets}
+                return x * self._w
         """)}, GUARDS)
     assert [(f.rule, f.severity.name) for f in result.findings] == [("GR603", "INFO")]
     assert f"`{state}` is initialised on the step's first call" in result.findings[0].message
@@ -461,22 +465,6 @@ def test_a_per_call_flag_guards_no_one_time_work(lint_project):
         """)}, GUARDS)
     assert [(f.rule, f.severity.name) for f in cache_passed_in.findings] == [("GR603", "INFO")]
     assert "`cache.last` is initialised on the step's first call" in cache_passed_in.findings[0].message
-
-
-@pytest.mark.parametrize(("test", "sets"), [
-    ("self._w is None", "self._w, self._s = torch.ones(x.shape[-1], device=x.device), 1.0"),
-    ("x.device not in self._seen", "self._seen.add(x.device); self._w = torch.ones(x.shape[-1], device=x.device)"),
-    ("self._table.get(x.device) is None", "self._table[x.device] = self._w = torch.ones(x.shape[-1], device=x.device)"),
-])
-def test_every_way_a_block_sets_its_state_makes_it_one_time(lint_project, test, sets):
-    result = lint_project({"pkg/moe.py": _source(f"""
-        class Experts:
-            def forward(self, x: torch.Tensor):
-                if {test}:
-                    {sets}
-                return x * self._w
-        """)}, GUARDS)
-    assert [(f.rule, f.severity.name) for f in result.findings] == [("GR603", "INFO")]
 
 
 @pytest.mark.parametrize("read", ["_INV_FREQS.get(key)", "_INV_FREQS.pop(key, None)"])
