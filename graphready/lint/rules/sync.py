@@ -48,10 +48,8 @@ class HostSync(Rule):
 def _forced(node: cst.Call) -> bool:
     """`.numpy(force=...)` with anything but a literal False: a tensor's only argument (a positional one is not a
     tensor's `.numpy`)."""
-    if len(node.args) != 1 or node.args[0].keyword is None or node.args[0].keyword.value != "force":
-        return False
-    value = node.args[0].value
-    return not (isinstance(value, cst.Name) and value.value == "False")
+    value = keyword(node, "force")
+    return value is not None and len(node.args) == 1 and not (isinstance(value, cst.Name) and value.value == "False")
 
 
 STRINGS = (cst.SimpleString, cst.ConcatenatedString)

@@ -247,21 +247,12 @@ def _elements(targets: list[ast.expr]):
             yield target.value if isinstance(target, ast.Starred) else target
 
 
-def _sets(statements: list[ast.stmt], state: str) -> bool:
-    """The statements set the tested state (`self.x = ...`, `self.cache[key] = ...`, `self.x, self.y = ...`,
-    `self.seen.add(key)`): what makes a block guarded by it run once. A block that
-    sets other state runs on every call its test lets through: `if not inputs.is_dummy:` (lmdeploy's agent, a
-    per-call flag) or `if next_token.item() in self.stop_tokens: return ...` (exllamav2's streaming generator,
-    a lookup), and their code is hot. A state read through the container's `get` (`_CACHE.get(key) is None`) is
-    set by filling the container."""
-    state = _read_from(state)
-    return (any(ast.unparse(_container(target)) == state for target in _assigned(statements))
-            or any(isinstance(node, ast.Call) and _fills(node, state) for stmt in statements for node in ast.walk(stmt)))
-
-
-def _fills(call: ast.Call, state: str) -> bool:
-    """`state.add(key)` and the other methods that fill a container in place."""
-    return isinstance(call.func, ast.Attribute) and call.func.attr in FILLING_METHODS and ast.unparse(call.func.value) == state
+def _set_states(statements: list[ast.stmt]) -> set[str]:
+    """What the statements set: each assignment target's container (`self.x`, `self.cache` for `self.cache[key] =
+    ...`, each element of `self.x, self.y = ...`) and each container a method fills in place (`self.seen.add(key)`)."""
+    return ({ast.unparse(_container(target)) for target in _assigned(statements)}
+            | {ast.unparse(node.func.value) for stmt in statements for node in ast.walk(stmt)
+               if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FILLING_METHODS})
 
 
 def _read_from(state: str) -> str:
@@ -282,8 +273,13 @@ def _container(node: ast.AST) -> ast.AST:
 
 
 def _sets_or_alias(statements: list[ast.stmt], body_nodes: list[ast.AST], state: str) -> bool:
-    """The statements set the state, or what the local it names was read from (`_sets`, `_aliased`)."""
-    return any(_sets(statements, held) for held in {state} | _aliased(state, body_nodes))
+    """The statements set the tested state, the table it is looked up in (`_CACHE.get(key) is None`), or what the
+    local it names was read from (`_aliased`): what makes a block guarded by it run once. A block that sets other
+    state runs on every call its test lets through: `if not inputs.is_dummy:` (lmdeploy's agent, a per-call flag)
+    or `if next_token.item() in self.stop_tokens: return ...` (exllamav2's streaming generator, a lookup), and its
+    code is hot."""
+    states = _set_states(statements)
+    return any(_read_from(held) in states for held in {state} | _aliased(state, body_nodes))
 
 
 def _aliased(state: str, body_nodes: list[ast.AST]) -> set[str]:
